@@ -1,0 +1,1 @@
+"""Temporal activities: classes holding their clients, registered as bound methods by workers/."""

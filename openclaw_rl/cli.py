@@ -1,0 +1,110 @@
+"""`openclaw-rl`: the command-line tool. Each package adds its own sub-command group below."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated
+
+import typer
+
+from openclaw_rl.settings import get_settings
+
+app = typer.Typer(help="OpenClaw-RL: agents that learn from being used.", no_args_is_help=True,
+                  context_settings={"help_option_names": ["-h", "--help"]})
+
+
+def _register_groups() -> None:
+    # Sub-command groups live with the code they drive; their modules import heavy libraries lazily.
+    from bench.cli import app as bench_app
+    from engine.cli import app as engine_app
+    from tinymodel.cli import app as model_app
+
+    app.add_typer(model_app, name="model", help="Build and inspect the embedded tiny model.")
+    app.add_typer(engine_app, name="engine", help="The local SGLang-compatible policy engine.")
+    app.add_typer(bench_app, name="bench", help="Benchmarks; each prints JSON.")
+
+    from openclaw_rl.analytics import sql_command
+
+    app.command("sql")(sql_command)
+
+
+@app.command()
+def up(
+    check: Annotated[bool, typer.Option("--check", help="start everything, print health as JSON, stop, exit")] = False,
+    queues: Annotated[str, typer.Option(help="worker queues to run")] = "orchestrator,judge,env,trainer",
+) -> None:
+    """Start the local stack (Temporal dev server with UI, workers) and keep it up until Ctrl-C."""
+    from openclaw_rl.logging import get_logger, log_startup
+    from openclaw_rl.stack import Stack, read_status, temporal_service, worker_service
+
+    s = get_settings()
+    log_startup("up")
+    log = get_logger("up")
+    stack = Stack(s)
+    try:
+        stack.start(temporal_service(s))
+        log.info("temporal up", address=s.temporal_address, ui=f"http://127.0.0.1:{s.temporal_ui_port}")
+        stack.start(worker_service(s, queues))
+        ok = _wait_worker(s, timeout_s=60)
+        status = {"services": read_status(s), "worker_roundtrip": ok,
+                  "temporal_ui": f"http://127.0.0.1:{s.temporal_ui_port}"}
+        if check:
+            typer.echo(json.dumps(status, indent=2))
+            if not ok or not all(r["alive"] for r in status["services"]):
+                raise typer.Exit(1)
+            return
+        typer.echo(f"stack up - Temporal UI http://127.0.0.1:{s.temporal_ui_port} - Ctrl-C to stop")
+        while all(r["alive"] for r in read_status(s)):
+            time.sleep(1.0)
+        log.error("a service exited; stopping the stack", services=read_status(s))
+        raise typer.Exit(1)
+    except KeyboardInterrupt:
+        typer.echo("stopping ...")
+    finally:
+        stack.stop_all()
+
+
+def _wait_worker(s, timeout_s: float) -> bool:  # type: ignore[no-untyped-def]
+    import asyncio
+
+    from openclaw_rl.temporal import ping_worker
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            return asyncio.run(ping_worker(s, timeout_s=10))
+        except Exception:  # noqa: BLE001 - keep trying until the worker has registered
+            time.sleep(1.0)
+    return False
+
+
+@app.command()
+def status(as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
+    """Report what `openclaw-rl up` started and whether each part answers."""
+    from openclaw_rl.stack import read_status
+
+    s = get_settings()
+    rows = read_status(s)
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        typer.echo("nothing running (no stack started from this runtime folder)")
+        return
+    for r in rows:
+        state = "up" if r["alive"] else "down"
+        if r["healthy"] is not None:
+            state += ", healthy" if r["healthy"] else ", unhealthy"
+        typer.echo(f"{r['name']:<10} pid {r['pid']:<8} {state:<16} {r['health_url'] or ''}")
+
+
+_register_groups()
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

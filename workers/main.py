@@ -1,0 +1,84 @@
+"""Run Temporal workers: `python -m workers.main --queues orchestrator,judge`.
+
+Each queue's activities are built here with their clients (engine, store), then registered as bound methods.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+from collections.abc import Callable
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from openclaw_rl.logging import get_logger, log_startup
+from openclaw_rl.settings import Settings, get_settings
+
+QUEUES = ("orchestrator", "judge", "env", "trainer")
+
+
+def queue_name(s: Settings, queue: str) -> str:
+    return getattr(s, f"task_queue_{queue}")
+
+
+def build_worker(client: Client, s: Settings, queue: str) -> Worker | None:
+    """The workflows and activities served on one logical queue."""
+    from activities.health import HealthActivities
+    from workflows.health import PingWorkflow
+
+    tq = queue_name(s, queue)
+    workflows: list[type] = []
+    activities: list[Callable[..., Any]] = []
+    if queue == "orchestrator":
+        workflows += [PingWorkflow]
+        activities += [HealthActivities(tq).ping]
+    if not workflows and not activities:
+        return None  # nothing registered on this queue yet
+    return Worker(client, task_queue=tq, workflows=workflows, activities=activities)
+
+
+async def run(queues: list[str]) -> None:
+    s = get_settings()
+    log = get_logger("workers")
+    client = await Client.connect(s.temporal_address, namespace=s.temporal_namespace)
+    workers = [build_worker(client, s, q) for q in queues]
+    workers = [w for w in workers if w is not None]
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    log.info("workers started", queues=[queue_name(s, q) for q in queues])
+    async with _all(workers):
+        await stop.wait()
+    log.info("workers stopped")
+
+
+class _all:
+    def __init__(self, workers: list[Worker]) -> None:
+        self.workers = workers
+
+    async def __aenter__(self) -> None:
+        for w in self.workers:
+            await w.__aenter__()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.gather(*(w.__aexit__(*exc) for w in self.workers))
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--queues", default=",".join(QUEUES), help="comma-separated subset of " + ",".join(QUEUES))
+    args = p.parse_args(argv)
+    queues = [q.strip() for q in args.queues.split(",") if q.strip()]
+    bad = [q for q in queues if q not in QUEUES]
+    if bad:
+        p.error(f"unknown queue(s) {bad}; choose from {QUEUES}")
+    log_startup("workers")
+    asyncio.run(run(queues))
+
+
+if __name__ == "__main__":
+    main()

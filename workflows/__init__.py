@@ -1,0 +1,1 @@
+"""Temporal workflows. Import only stdlib, temporalio and ``workflows.contracts`` here (sandbox-safe)."""

@@ -1,0 +1,24 @@
+"""A round trip through Temporal and a worker: `openclaw-rl status` uses it to prove the worker answers."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.contracts import PingInput, PingOutput
+
+
+@workflow.defn
+class PingWorkflow:
+    @workflow.run
+    async def run(self, inp: PingInput) -> PingOutput:
+        return await workflow.execute_activity(
+            "ping",
+            inp,
+            result_type=PingOutput,
+            start_to_close_timeout=timedelta(seconds=10),
+            retry_policy=RetryPolicy(maximum_attempts=3),
+        )
