@@ -1,10 +1,205 @@
-"""DuckDB over records (JSONL) and sample shards (Parquet), local or S3: `openclaw-rl sql "SELECT ..."`."""
+"""DuckDB over the records (JSONL) and sample shards (Parquet), local or on S3: `openclaw-rl sql "SELECT ..."`.
+
+``open_duckdb()`` returns an in-memory connection with these views; each unions the live files and the archived ones
+(``archive/...``, sealed versions) and has a boolean ``archived`` column. A view over a tree with no files yet is empty
+but has its documented columns; columns that records carry beyond those are added as they appear (union by name).
+
+``turns`` (records/turns): session VARCHAR, turn BIGINT, user VARCHAR, turn_type VARCHAR ('main'|'side'),
+    model VARCHAR, prompt_tokens BIGINT, completion_tokens BIGINT, latency_ms DOUBLE, finish_reason VARCHAR,
+    policy_version BIGINT, recorded_at TIMESTAMPTZ, version BIGINT, date DATE, archived BOOLEAN
+``judgements`` (records/judgements): session VARCHAR, turn BIGINT, sample_id VARCHAR, reward DOUBLE,
+    hint VARCHAR, hint_accepted BOOLEAN, method VARCHAR, policy_version BIGINT, recorded_at TIMESTAMPTZ,
+    version BIGINT, date DATE, archived BOOLEAN
+``events`` (records/events): event VARCHAR, source VARCHAR, message VARCHAR, policy_version BIGINT,
+    recorded_at TIMESTAMPTZ, version BIGINT, date DATE, archived BOOLEAN
+``samples`` (samples/): sample_id, run, policy_version, session, user, turn, method, prompt_ids INTEGER[],
+    response_ids INTEGER[], rollout_logprobs FLOAT[], teacher_logprobs FLOAT[] (NULL without a teacher), reward FLOAT,
+    loss_mask TINYINT[], has_teacher, created_at TIMESTAMPTZ, group_id, step_index, advantages FLOAT[],
+    meta VARCHAR (JSON), version BIGINT (partition), archived BOOLEAN
+``trained`` (ledger/): sample_id VARCHAR, step BIGINT, trained_at TIMESTAMPTZ, run VARCHAR
+
+``version`` and ``date`` (and ``run`` for ``trained``) come from the hive-style folder names. Views see the globs that
+had files when the connection was opened: open a new connection to pick up a tree created since. On S3 the httpfs
+extension is loaded from the ``duckdb-extension-httpfs`` package, never downloaded.
+"""
 
 from __future__ import annotations
 
+import csv
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
 import typer
 
+if TYPE_CHECKING:
+    import duckdb
 
-def sql_command(query: str = typer.Argument(..., help="SQL over the views turns, judgements, samples")) -> None:
-    """Run a DuckDB query over the records and sample shards."""
-    raise typer.BadParameter("analytics views are not built yet")
+    from openclaw_rl.settings import Settings
+    from openclaw_rl.store import ObjectStore
+
+_RECORD_COMMON = "policy_version BIGINT, recorded_at TIMESTAMPTZ, version BIGINT, date DATE, archived BOOLEAN"
+RECORD_COLUMNS = {
+    "turns": "session VARCHAR, turn BIGINT, user VARCHAR, turn_type VARCHAR, model VARCHAR, prompt_tokens BIGINT, "
+             "completion_tokens BIGINT, latency_ms DOUBLE, finish_reason VARCHAR, " + _RECORD_COMMON,
+    "judgements": "session VARCHAR, turn BIGINT, sample_id VARCHAR, reward DOUBLE, hint VARCHAR, hint_accepted BOOLEAN, "
+                  "method VARCHAR, " + _RECORD_COMMON,
+    "events": "event VARCHAR, source VARCHAR, message VARCHAR, " + _RECORD_COMMON,
+}
+TRAINED_COLUMNS = "sample_id VARCHAR, step BIGINT, trained_at TIMESTAMPTZ, run VARCHAR"
+VIEWS = ("turns", "judgements", "events", "samples", "trained")
+
+
+def _lit(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def httpfs_extension_path() -> Path:
+    import duckdb
+    import duckdb_extension_httpfs
+
+    path = Path(duckdb_extension_httpfs.__file__).parent / "extensions" / f"v{duckdb.__version__}" / "httpfs.duckdb_extension"
+    if not path.is_file():
+        raise RuntimeError(f"httpfs extension for DuckDB {duckdb.__version__} not found at {path}; "
+                           "install duckdb-extension-httpfs of the same version as duckdb")
+    return path
+
+
+def _configure_s3(con: "duckdb.DuckDBPyConnection", store: Any) -> None:
+    from urllib.parse import urlparse
+
+    con.execute(f"LOAD {_lit(str(httpfs_extension_path()))}")
+    settings = {"s3_region": store.region}
+    if store.access_key_id:
+        settings.update(s3_access_key_id=store.access_key_id, s3_secret_access_key=store.secret_access_key)
+    if store.endpoint_url:
+        endpoint = urlparse(store.endpoint_url)
+        settings.update(s3_endpoint=endpoint.netloc or endpoint.path, s3_url_style="path")
+        con.execute(f"SET s3_use_ssl={'true' if endpoint.scheme == 'https' else 'false'}")
+    for name, value in settings.items():
+        con.execute(f"SET {name}={_lit(value)}")
+
+
+def _base(store: "ObjectStore") -> str:
+    from openclaw_rl.store import LocalStore
+
+    return store.local_path().as_posix() if isinstance(store, LocalStore) else store.url_for()
+
+
+def _union(con: "duckdb.DuckDBPyConnection", store: "ObjectStore", name: str, columns: str,
+           parts: list[tuple[str, str, bool]]) -> None:
+    """View ``name``: an empty template with ``columns``, union by name with each (prefix, reader) that has files."""
+    con.execute(f"CREATE TEMP TABLE _{name}_template ({columns})")
+    selects = [f"SELECT * FROM _{name}_template"]
+    for prefix, reader, archived in parts:
+        if store.list(prefix, limit=1):
+            flag = ", true AS archived" if archived else ", false AS archived"
+            selects.append(f"SELECT *{flag if 'archived' in columns else ''} FROM {reader}")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS " + "\nUNION ALL BY NAME ".join(selects))
+
+
+def create_views(con: "duckdb.DuckDBPyConnection", store: "ObjectStore") -> None:
+    from openclaw_rl.samples import SAMPLE_SCHEMA
+
+    base = _base(store)
+    for kind, columns in RECORD_COLUMNS.items():
+        parts = []
+        for archived in (False, True):
+            prefix = f"{'archive/' if archived else ''}records/{kind}/"
+            reader = (f"read_json_auto({_lit(f'{base}/{prefix}*/*/*.jsonl')}, format='newline_delimited', "
+                      "union_by_name=true, hive_partitioning=true, hive_types={'version': 'BIGINT', 'date': 'DATE'})")
+            parts.append((prefix, reader, archived))
+        _union(con, store, kind, columns, parts)
+
+    sample_columns = _arrow_columns(con, SAMPLE_SCHEMA)
+    parts = []
+    for archived in (False, True):
+        prefix = f"{'archive/' if archived else ''}samples/"
+        reader = (f"read_parquet({_lit(f'{base}/{prefix}*/*/*.parquet')}, union_by_name=true, hive_partitioning=true, "
+                  "hive_types={'version': 'BIGINT'})")
+        parts.append((prefix, reader, archived))
+    _union(con, store, "samples", sample_columns + ", version BIGINT, archived BOOLEAN", parts)
+
+    reader = (f"read_parquet({_lit(f'{base}/ledger/*/*.parquet')}, union_by_name=true, hive_partitioning=true, "
+              "hive_types={'run': 'VARCHAR'})")
+    _union(con, store, "trained", TRAINED_COLUMNS, [("ledger/", reader, False)])
+
+
+def _arrow_columns(con: "duckdb.DuckDBPyConnection", schema: Any) -> str:
+    """DuckDB column definitions for an Arrow schema, so the empty template matches the shards exactly."""
+    rel = con.from_arrow(schema.empty_table())
+    return ", ".join(f'"{name}" {dtype}' for name, dtype in zip(rel.columns, rel.types, strict=True))
+
+
+def open_duckdb(source: "Settings | ObjectStore | str | None" = None) -> "duckdb.DuckDBPyConnection":
+    """An in-memory DuckDB connection with the views above over the store named by ``source``.
+
+    ``source``: settings (their store), a store, a store URL (S3 endpoint and keys from the settings), or None (the
+    process settings).
+    """
+    import duckdb
+
+    from openclaw_rl.settings import Settings, get_settings
+    from openclaw_rl.store import ObjectStore, S3Store, store_from_settings
+
+    if isinstance(source, ObjectStore):
+        store = source
+    elif isinstance(source, str):
+        s = get_settings()
+        store = ObjectStore.from_url(source, endpoint_url=s.s3_endpoint_url,
+                                     access_key_id=s.aws_access_key_id.get_secret_value(),
+                                     secret_access_key=s.aws_secret_access_key.get_secret_value(), region=s.aws_region)
+    else:
+        store = store_from_settings(source if isinstance(source, Settings) else None)
+    con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
+                                             "autoload_known_extensions": False})
+    if isinstance(store, S3Store):
+        _configure_s3(con, store)
+    create_views(con, store)
+    return con
+
+
+def _print_table(columns: list[str], rows: list[tuple[Any, ...]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(*columns, show_lines=False)
+    for row in rows:
+        table.add_row(*("NULL" if v is None else str(v) for v in row))
+    console = Console(file=sys.stdout)
+    console.print(table)
+    console.print(f"{len(rows)} row{'s' if len(rows) != 1 else ''}")
+
+
+def sql_command(
+    query: Annotated[str, typer.Argument(help="SQL over the views turns, judgements, events, samples, trained")],
+    as_json: Annotated[bool, typer.Option("--json", help="print the rows as a JSON array of objects")] = False,
+    as_csv: Annotated[bool, typer.Option("--csv", help="print the rows as CSV with a header line")] = False,
+) -> None:
+    """Run a DuckDB query over the records and sample shards (see `openclaw_rl.analytics` for the views)."""
+    import duckdb
+
+    if as_json and as_csv:
+        raise typer.BadParameter("choose one of --json and --csv")
+    try:
+        con = open_duckdb()
+    except Exception as e:  # noqa: BLE001 - an unreachable store or missing extension: say so plainly
+        typer.echo(f"error: cannot open the store: {e}", err=True)
+        raise typer.Exit(1) from None
+    try:
+        rel = con.sql(query)
+        columns = list(rel.columns) if rel is not None else []
+        rows = rel.fetchall() if rel is not None else []
+    except duckdb.Error as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    if as_json:
+        typer.echo(json.dumps([dict(zip(columns, r, strict=True)) for r in rows], default=str))
+    elif as_csv:
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows(rows)
+    elif columns:
+        _print_table(columns, rows)
+    con.close()

@@ -50,6 +50,8 @@ class Settings(BaseSettings):
     judge_url: str = ""
     judge_api_key: SecretStr = SecretStr("")
     judge_votes: int = 3
+    teacher_url: str = ""  # OPD teacher log-probs; empty: the current policy engine (the paper's choice)
+    session_idle_timeout_s: float = 1800.0
     judge_temperature: float = 0.6
 
     # Storage

@@ -28,16 +28,44 @@ def build_worker(client: Client, s: Settings, queue: str) -> Worker | None:
     """The workflows and activities served on one logical queue."""
     from activities.health import HealthActivities
     from workflows.health import PingWorkflow
+    from workflows.session import SessionWorkflow
 
     tq = queue_name(s, queue)
     workflows: list[type] = []
     activities: list[Callable[..., Any]] = []
     if queue == "orchestrator":
-        workflows += [PingWorkflow]
+        workflows += [PingWorkflow, SessionWorkflow]
         activities += [HealthActivities(tq).ping]
+    if queue == "judge":
+        acts = build_session_activities(s)
+        activities += [acts.prm_vote, acts.hint_vote, acts.teacher_logprobs, acts.emit_sample]
     if not workflows and not activities:
         return None  # nothing registered on this queue yet
     return Worker(client, task_queue=tq, workflows=workflows, activities=activities)
+
+
+def build_judge(s: Settings):  # type: ignore[no-untyped-def]
+    from activities.judges import HeuristicJudge, LLMJudge
+
+    if s.judge_backend == "llm":
+        if not s.judge_url:
+            raise SystemExit("OPENCLAW_JUDGE_BACKEND=llm needs OPENCLAW_JUDGE_URL")
+        return LLMJudge(s.judge_url, api_key=s.judge_api_key.get_secret_value(), temperature=s.judge_temperature,
+                        timeout_s=s.http_timeout_s)
+    return HeuristicJudge()
+
+
+def build_session_activities(s: Settings):  # type: ignore[no-untyped-def]
+    from transformers import AutoTokenizer
+
+    from activities.session import SessionActivities
+    from openclaw_rl.policy_client import PolicyClient
+    from openclaw_rl.store import store_from_settings
+
+    teacher_url = s.teacher_url or s.engine_url
+    policy = PolicyClient(teacher_url, timeout_s=s.http_timeout_s, connect_timeout_s=s.http_connect_timeout_s)
+    tokenizer = AutoTokenizer.from_pretrained(str(s.model_path))
+    return SessionActivities(build_judge(s), policy, store_from_settings(s), tokenizer)
 
 
 async def run(queues: list[str]) -> None:

@@ -1,0 +1,125 @@
+"""Judge backends. Each returns the judge's raw text; the caller parses it with rlcore, so both backends share one path.
+
+- `LLMJudge`: an OpenAI-compatible chat endpoint (SGLang's `/v1/chat/completions`, or any provider) prompted with the
+  prompts/ templates.
+- `HeuristicJudge`: no LLM. A rule-based stand-in, named as such everywhere it is used: it reads explicit praise,
+  complaint and correction phrases in the next state and writes a judgement in the same `\\boxed{}` /
+  `[HINT_START]...[HINT_END]` format an LLM judge would, with the corrective sentences as the hint.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Protocol
+
+import httpx
+
+from workflows.contracts import JudgeRequest
+
+
+class Judge(Protocol):
+    name: str
+
+    async def complete(self, req: JudgeRequest, response_text: str) -> str: ...
+
+
+def next_state_text(next_state: list[dict]) -> str:
+    parts = []
+    for msg in next_state:
+        content = msg.get("content")
+        if isinstance(content, list):
+            content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+        role = msg.get("role", "user")
+        parts.append(content or "" if role == "user" else f"[tool result] {content or ''}")
+    return "\n".join(p for p in parts if p).strip()
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# heuristic judge
+# --------------------------------------------------------------------------------------------------------------------
+
+_COMPLAINT = [
+    r"chat ?bot", r"\bai[- ]?(written|generated|looking|ish|sounding)\b", r"\brobot", r"\bwritten by (an? )?ai\b",
+    r"too (formal|stiff|terse|short|brief|generic|bland|robotic|structured|cold)",
+    r"\b(no|stop|without|drop|skip|lose|ditch|get rid of)( using| all| the| those| these)* "
+    r"(bold|headers?|headings?|numbered|numbers|lists?|bullets?|markdown|formatting|answer)",
+    r"\bdon'?t (use|put|write|add|number|bold|format)", r"\bnot (specific|helpful|friendly|useful|personal)",
+    r"\b(wrong|incorrect|mistake|error|traceback|failed|failure)\b", r"that'?s not (right|what)",
+    r"\b(hate|dislike|annoying)\b", r"\bcan you (redo|rewrite|try again)", r"\bagain\?", r"\bless (formal|stiff)",
+    r"\bmore (specific|friendly|detail|encouraging|casual|natural|human|warm)",
+]
+_PRAISE = [r"\b(thanks|thank you|perfect|great|awesome|nice|love (it|this|that)|much better|exactly|well done|"
+           r"looks good|that'?s good|helpful|cool)\b"]
+_DIRECTIVE = [
+    r"\b(write|just|please|use|avoid|make|keep|try|give|mention|point out|explain|be more|instead|should|"
+    r"could you|can you|want|prefer|need)\b", r"\bdon'?t\b", r"\bno (bold|headers?|lists?|numbered)",
+]
+
+
+def _matches(patterns: list[str], text: str) -> bool:
+    return any(re.search(p, text, re.IGNORECASE) for p in patterns)
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n+", text) if s.strip()]
+
+
+class HeuristicJudge:
+    """Rule-based judge for CPU demos and tests (a heuristic stand-in for the LLM judge, not a model)."""
+
+    name = "heuristic"
+
+    def assess(self, text: str) -> tuple[int, str]:
+        complaint = _matches(_COMPLAINT, text)
+        praise = _matches(_PRAISE, text) and not complaint
+        score = -1 if complaint else (1 if praise else 0)
+        hint = ""
+        if complaint:
+            directive = [s for s in _sentences(text) if _matches(_DIRECTIVE, s) or _matches(_COMPLAINT, s)]
+            hint = " ".join(directive).strip()
+        return score, hint
+
+    async def complete(self, req: JudgeRequest, response_text: str) -> str:
+        text = next_state_text(req.next_state)
+        score, hint = self.assess(text)
+        if req.kind == "prm":
+            why = {1: "The next state praises the response.", -1: "The next state complains about or corrects it.",
+                   0: "The next state carries no clear evaluation."}[score]
+            return f"[heuristic judge] {why} \\boxed{{{score}}}"
+        if hint:
+            return f"[heuristic judge] The next state says how to improve. \\boxed{{1}} [HINT_START]{hint}[HINT_END]"
+        return "[heuristic judge] No actionable correction in the next state. \\boxed{-1}"
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# LLM judge
+# --------------------------------------------------------------------------------------------------------------------
+
+class LLMJudge:
+    """An OpenAI-compatible chat endpoint prompted with prompts/ templates. No retries here: Temporal retries."""
+
+    name = "llm"
+
+    def __init__(self, base_url: str, model: str = "", api_key: str = "", temperature: float = 0.6,
+                 timeout_s: float = 60.0, max_tokens: int = 1024) -> None:
+        self.url = base_url.rstrip("/") + "/v1/chat/completions"
+        self.model = model
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.http = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=5.0))
+
+    async def complete(self, req: JudgeRequest, response_text: str) -> str:
+        from prompts.loader import render
+
+        template = "personal_prm" if req.kind == "prm" else "personal_hint"
+        messages = render(template, response=response_text, next_state=next_state_text(req.next_state))
+        body = {"messages": messages, "temperature": self.temperature, "max_tokens": self.max_tokens}
+        if self.model:
+            body["model"] = self.model
+        r = await self.http.post(self.url, json=body, headers=self.headers)
+        r.raise_for_status()
+        return r.json()["choices"][0]["message"]["content"] or ""
+
+    async def aclose(self) -> None:
+        await self.http.aclose()

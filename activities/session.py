@@ -1,0 +1,116 @@
+"""Activities of the personal track: PRM votes, hint votes, teacher log-probs, sample emission.
+
+Built once per worker with their clients (judge backend, policy engine client, object store, tokenizer) and registered as
+bound methods. Every write is idempotent: the sample id is derived from (session, turn), and its shard key from the id,
+so a retried or replayed activity overwrites the same object instead of adding a second sample.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from typing import Any
+
+from temporalio import activity
+
+from activities.judges import Judge, next_state_text
+from rlcore.judging import inject_hint, parse_hint_vote, parse_score
+from workflows.contracts import EmitRequest, EmitResult, JudgeRequest, TeacherRequest, TeacherResult, TurnPayload, \
+    TurnRef, Vote
+
+
+class PayloadError(Exception):
+    """A turn's payload reference cannot be resolved (non-retryable)."""
+
+
+def sample_id_for(session_id: str, turn_index: int) -> str:
+    return hashlib.sha256(f"{session_id}\x00{turn_index}".encode()).hexdigest()[:32]
+
+
+class SessionActivities:
+    def __init__(self, judge: Judge, policy: Any, store: Any, tokenizer: Any) -> None:
+        self.judge = judge
+        self.policy = policy  # openclaw_rl.policy_client.PolicyClient
+        self.store = store  # openclaw_rl.store.ObjectStore
+        self.tokenizer = tokenizer
+
+    # -- helpers ------------------------------------------------------------------------------------------------------
+    def payload(self, turn: TurnRef) -> TurnPayload:
+        if turn.payload is not None:
+            return turn.payload
+        if not turn.payload_ref:
+            raise PayloadError(f"turn {turn.request_id} has neither an inline payload nor a reference")
+        try:
+            data = self.store.get_blob(turn.payload_ref)
+        except FileNotFoundError as err:
+            raise PayloadError(f"payload {turn.payload_ref} not found") from err
+        if isinstance(data, (bytes, str)):
+            data = json.loads(data)
+        return TurnPayload(**data)
+
+    # -- activities ---------------------------------------------------------------------------------------------------
+    @activity.defn(name="prm_vote")
+    async def prm_vote(self, req: JudgeRequest) -> Vote:
+        text = await self.judge.complete(req, self.payload(req.turn).response_text)
+        return Vote(raw=text, score=parse_score(text))
+
+    @activity.defn(name="hint_vote")
+    async def hint_vote(self, req: JudgeRequest) -> Vote:
+        text = await self.judge.complete(req, self.payload(req.turn).response_text)
+        hv = parse_hint_vote(text)
+        return Vote(raw=text, score=hv.score, hint=hv.hint)
+
+    @activity.defn(name="teacher_logprobs")
+    async def teacher_logprobs(self, req: TeacherRequest) -> TeacherResult:
+        """log π(a_t | s_t ⊕ hint) for the original response tokens, from the engine (max_new_tokens=0)."""
+        p = self.payload(req.turn)
+        enhanced = inject_hint(p.messages, req.hint)
+        prompt_ids = self.tokenizer.apply_chat_template(enhanced, tools=p.tools or None, add_generation_prompt=True,
+                                                        tokenize=True)
+        if hasattr(prompt_ids, "input_ids"):
+            prompt_ids = prompt_ids["input_ids"]
+        lps = await self.policy.score(list(prompt_ids), list(p.response_ids))
+        return TeacherResult(logprobs=[float(x) for x in lps], prompt_tokens=len(prompt_ids))
+
+    @activity.defn(name="emit_sample")
+    async def emit_sample(self, req: EmitRequest) -> EmitResult:
+        from openclaw_rl.samples import Sample, SampleWriter
+
+        sid = sample_id_for(req.session_id, req.turn_index)
+        version = req.turn.policy_version
+        written = False
+        reason = req.reason
+        if req.emit:
+            p = self.payload(req.turn)
+            teacher = req.teacher.logprobs if req.teacher else None
+            if teacher is not None and len(teacher) != len(p.response_ids):
+                reason, teacher = f"teacher length {len(teacher)} != response {len(p.response_ids)}", None
+            if req.kind in ("opd",) and teacher is None:
+                written = False
+                reason = reason or "opd sample without teacher log-probs"
+            else:
+                sample = Sample(
+                    sample_id=sid, run=req.run, policy_version=version, session=req.session_id, user=req.user,
+                    turn=req.turn_index, method=req.kind, prompt_ids=list(p.prompt_ids),
+                    response_ids=list(p.response_ids), rollout_logprobs=list(p.response_logprobs),
+                    teacher_logprobs=teacher, reward=float(req.reward))
+                SampleWriter(self.store, req.run).write(sample)
+                written = True
+        record = {
+            "policy_version": version, "sample_id": sid if written else None, "session": req.session_id,
+            "user": req.user,
+            "turn": req.turn_index, "request_id": req.turn.request_id,
+            "method": req.method, "kind": req.kind, "emitted": written, "reason": reason,
+            "eval_score": req.eval_score, "reward": req.reward,
+            "prm_votes": [{"raw": v.raw, "score": v.score, "error": v.error} for v in req.prm_votes],
+            "hint_votes": [{"raw": v.raw, "score": v.score, "hint": v.hint, "error": v.error} for v in req.hint_votes],
+            "hint": req.hint, "hint_accepted": req.hint is not None,
+            "teacher_len": len(req.teacher.logprobs) if req.teacher else 0,
+            "next_state": next_state_text(req.next_state), "judge": self.judge.name, "ts": time.time(),
+        }
+        # one object per judged turn, keyed like the sample: a retried activity overwrites, never duplicates
+        day = time.strftime("%Y-%m-%d", time.gmtime(req.turn.created_at or time.time()))
+        key = f"records/judgements/version={version}/date={day}/judgement-{sid}.jsonl"
+        self.store.put_bytes(key, (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode())
+        return EmitResult(sample_id=sid if written else "", written=written, reason=reason)

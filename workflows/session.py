@@ -1,0 +1,185 @@
+"""SessionWorkflow: one per personal-agent session (an entity workflow).
+
+The gateway signals every served turn here (signal-with-start). The workflow pairs main-line turn t with the next state
+carried by the session's next main-line turn, and judges turn t in the background, so the session never waits:
+
+    m PRM votes ─┐
+                 ├─> majority + hint selection + emission table (rlcore) ─> teacher log-probs (if a hint) ─> sample
+    m hint votes ┘
+
+Side turns are counted and forwarded, never trained. After `idle_timeout_s` without a turn, or on `X-Session-Done: 1`,
+the last pending turn is recorded as having no next state (no sample) and the workflow ends. All state lives in
+`SessionInput`, which is handed to continue-as-new.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from rlcore.judging import decide_emission, majority, select_hint
+    from workflows.contracts import (
+        SESSION_TURN_SIGNAL,
+        SESSION_WORKFLOW,
+        EmitRequest,
+        EmitResult,
+        JudgeRequest,
+        SessionInput,
+        SessionStatus,
+        TeacherRequest,
+        TeacherResult,
+        TurnRef,
+        Vote,
+    )
+
+SA_SESSION = SearchAttributeKey.for_keyword("OpenclawSession")
+SA_USER = SearchAttributeKey.for_keyword("OpenclawUser")
+SA_VERSION = SearchAttributeKey.for_int("OpenclawPolicyVersion")
+SA_SCORE = SearchAttributeKey.for_float("OpenclawLastScore")
+
+SEEN_IDS_KEPT = 512
+VOTE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10),
+                         maximum_attempts=3)
+IO_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
+                       maximum_attempts=0, non_retryable_error_types=["ValueError", "PayloadError"])
+
+
+def next_state_of(turn: TurnRef) -> list[dict]:
+    """The messages after the last assistant message of a turn's prompt: the new user message or tool results."""
+    if turn.tail or not turn.payload:
+        return list(turn.tail)
+    messages = turn.payload.messages
+    tail: list[dict] = []
+    for msg in reversed(messages):
+        if msg.get("role") == "assistant":
+            break
+        if msg.get("role") in ("user", "tool"):
+            tail.append(msg)
+    return list(reversed(tail))
+
+
+@workflow.defn(name=SESSION_WORKFLOW)
+class SessionWorkflow:
+    def __init__(self) -> None:
+        self.state: SessionInput | None = None
+        self.queue: list[TurnRef] = []
+        self.judging: set[int] = set()
+        self.closed = False
+        self.main_turns = 0
+
+    @workflow.signal(name=SESSION_TURN_SIGNAL)
+    def submit_turn(self, turn: TurnRef) -> None:
+        self.queue.append(turn)
+
+    @workflow.query
+    def status(self) -> SessionStatus:
+        s = self.state
+        if s is None:
+            return SessionStatus()
+        return SessionStatus(session_id=s.session_id, turns_seen=s.turns_seen, main_turns=s.turn_index,
+                             samples_emitted=s.samples_emitted, judging_in_flight=len(self.judging),
+                             pending_turn=s.turn_index - 1 if s.pending else None, last_score=s.last_score,
+                             closed=self.closed)
+
+    @workflow.run
+    async def run(self, inp: SessionInput) -> SessionStatus:
+        self.state = s = inp
+        workflow.upsert_search_attributes([SA_SESSION.value_set(s.session_id), SA_USER.value_set(s.user)])
+        cfg = s.config
+        tasks: list[asyncio.Task[None]] = []
+        while True:
+            try:
+                await workflow.wait_condition(lambda: bool(self.queue), timeout=timedelta(seconds=cfg.idle_timeout_s))
+            except asyncio.TimeoutError:
+                break
+            turn = self.queue.pop(0)
+            if turn.request_id in s.seen_request_ids:
+                continue  # a replayed spool entry or a duplicated signal
+            s.seen_request_ids = (s.seen_request_ids + [turn.request_id])[-SEEN_IDS_KEPT:]
+            s.turns_seen += 1
+            if turn.turn_type != "main":
+                continue  # side turns are served and recorded by the gateway, never trained
+            index = s.turn_index
+            s.turn_index += 1
+            workflow.upsert_search_attributes([SA_VERSION.value_set(turn.policy_version)])
+            if s.pending is not None:
+                tasks.append(asyncio.create_task(self._judge(index - 1, s.pending, next_state_of(turn))))
+            s.pending = turn
+            if turn.session_done:
+                break
+            tasks = [t for t in tasks if not t.done()]
+            if (s.turns_seen >= cfg.max_turns_per_run or workflow.info().is_continue_as_new_suggested()) \
+                    and not self.queue:
+                await asyncio.gather(*tasks)
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(s)
+        # closing: the last main-line turn never got a next state
+        if s.pending is not None:
+            tasks.append(asyncio.create_task(self._close_pending(s.turn_index - 1, s.pending)))
+            s.pending = None
+        await asyncio.gather(*tasks)
+        self.closed = True
+        return self.status()
+
+    async def _judge(self, index: int, turn: TurnRef, next_state: list[dict]) -> None:
+        s = self.state
+        assert s is not None
+        cfg = s.config
+        self.judging.add(index)
+        try:
+            want_prm = cfg.method in ("binary", "combined")
+            want_hint = cfg.method in ("opd", "combined")
+            prm_calls = [self._vote(index, turn, next_state, i, "prm") for i in range(cfg.votes)] if want_prm else []
+            hint_calls = [self._vote(index, turn, next_state, i, "hint") for i in range(cfg.votes)] \
+                if want_hint else []
+            votes = await asyncio.gather(*prm_calls, *hint_calls)
+            prm_votes, hint_votes = list(votes[: len(prm_calls)]), list(votes[len(prm_calls):])
+            eval_score = majority([v.score for v in prm_votes]) if prm_votes else 0
+            hint = select_hint([v.raw for v in hint_votes]).hint if hint_votes else None
+            decision = decide_emission(cfg.method, eval_score, hint)
+            teacher: TeacherResult | None = None
+            if decision.emit and decision.use_teacher and hint:
+                teacher = await workflow.execute_activity(
+                    "teacher_logprobs", TeacherRequest(turn=turn, hint=hint), result_type=TeacherResult,
+                    task_queue=cfg.judge_queue, start_to_close_timeout=timedelta(seconds=cfg.judge_timeout_s), retry_policy=IO_RETRY)
+            result = await workflow.execute_activity(
+                "emit_sample",
+                EmitRequest(run=cfg.run, session_id=s.session_id, user=s.user, turn_index=index, turn=turn,
+                            method=cfg.method, next_state=next_state, prm_votes=prm_votes, hint_votes=hint_votes,
+                            eval_score=eval_score, hint=hint, emit=decision.emit, kind=decision.kind or "",
+                            reward=decision.reward, reason=decision.reason, teacher=teacher),
+                result_type=EmitResult, task_queue=cfg.judge_queue, start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=IO_RETRY)
+            if result.written:
+                s.samples_emitted += 1
+            s.last_score = float(eval_score)
+            workflow.upsert_search_attributes([SA_SCORE.value_set(s.last_score)])
+        finally:
+            self.judging.discard(index)
+
+    async def _vote(self, index: int, turn: TurnRef, next_state: list[dict], i: int, kind: str) -> Vote:
+        s = self.state
+        assert s is not None
+        try:
+            return await workflow.execute_activity(
+                f"{kind}_vote", JudgeRequest(session_id=s.session_id, turn_index=index, turn=turn,
+                                             next_state=next_state, vote_index=i, kind=kind),
+                result_type=Vote, task_queue=s.config.judge_queue,
+                start_to_close_timeout=timedelta(seconds=s.config.judge_timeout_s), retry_policy=VOTE_RETRY)
+        except ActivityError as err:  # a failed vote counts as failed; it never aborts the turn
+            return Vote(raw="", score=None, error=str(err.cause or err)[:500])
+
+    async def _close_pending(self, index: int, turn: TurnRef) -> None:
+        s = self.state
+        assert s is not None
+        await workflow.execute_activity(
+            "emit_sample",
+            EmitRequest(run=s.config.run, session_id=s.session_id, user=s.user, turn_index=index, turn=turn,
+                        method=s.config.method, emit=False, reason="no next state: session closed"),
+            result_type=EmitResult, task_queue=s.config.judge_queue, start_to_close_timeout=timedelta(seconds=60),
+            retry_policy=IO_RETRY)
