@@ -88,14 +88,14 @@ def _base(store: "ObjectStore") -> str:
 
 
 def _union(con: "duckdb.DuckDBPyConnection", store: "ObjectStore", name: str, columns: str,
-           parts: list[tuple[str, str, bool]]) -> None:
+           parts: list[tuple[str, str, bool | None]]) -> None:
     """View ``name``: an empty template with ``columns``, union by name with each (prefix, reader) that has files."""
     con.execute(f"CREATE TEMP TABLE _{name}_template ({columns})")
     selects = [f"SELECT * FROM _{name}_template"]
     for prefix, reader, archived in parts:
         if store.list(prefix, limit=1):
-            flag = ", true AS archived" if archived else ", false AS archived"
-            selects.append(f"SELECT *{flag if 'archived' in columns else ''} FROM {reader}")
+            flag = "" if archived is None else f", {str(archived).lower()} AS archived"
+            selects.append(f"SELECT *{flag} FROM {reader}")
     con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS " + "\nUNION ALL BY NAME ".join(selects))
 
 
@@ -123,7 +123,7 @@ def create_views(con: "duckdb.DuckDBPyConnection", store: "ObjectStore") -> None
 
     reader = (f"read_parquet({_lit(f'{base}/ledger/*/*.parquet')}, union_by_name=true, hive_partitioning=true, "
               "hive_types={'run': 'VARCHAR'})")
-    _union(con, store, "trained", TRAINED_COLUMNS, [("ledger/", reader, False)])
+    _union(con, store, "trained", TRAINED_COLUMNS, [("ledger/", reader, None)])
 
 
 def _arrow_columns(con: "duckdb.DuckDBPyConnection", schema: Any) -> str:
@@ -194,6 +194,8 @@ def sql_command(
     except duckdb.Error as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
+    finally:
+        con.close()
     if as_json:
         typer.echo(json.dumps([dict(zip(columns, r, strict=True)) for r in rows], default=str))
     elif as_csv:
@@ -202,4 +204,3 @@ def sql_command(
         writer.writerows(rows)
     elif columns:
         _print_table(columns, rows)
-    con.close()

@@ -61,7 +61,7 @@ class KeyStore:
         self.path = Path(path)
         self._lock = threading.Lock()
         self._records: dict[str, KeyRecord] = {}
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: tuple[int, int, int] | None = None
 
     @classmethod
     def in_runtime_dir(cls, runtime_dir: Path) -> "KeyStore":
@@ -74,7 +74,7 @@ class KeyStore:
         except FileNotFoundError:
             self._records, self._stamp = {}, None
             return self._records
-        stamp = (st.st_mtime_ns, st.st_size)
+        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)  # a save is a rename: new inode
         if stamp != self._stamp:
             rows = json.loads(self.path.read_text() or "{}").get("keys", [])
             self._records = {r["key_id"]: KeyRecord(**r) for r in rows}

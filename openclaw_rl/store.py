@@ -87,7 +87,7 @@ class ObjectStore(ABC):
 
     @abstractmethod
     def url_for(self, key: str = "") -> str:
-        """A URL for the key (``file:///...`` or ``s3://...``) that DuckDB and pyarrow accept."""
+        """A URL for the key (``file:///abs/path`` or ``s3://bucket/key``) that DuckDB and pyarrow accept."""
 
     @abstractmethod
     def pyarrow_fs(self) -> tuple["pyarrow.fs.FileSystem", str]:
@@ -222,7 +222,8 @@ class LocalStore(ObjectStore):
             folder = folder.parent
 
     def url_for(self, key: str = "") -> str:
-        return (self.root / check_key(key)).as_uri() if key else self.root.as_uri()
+        # not percent-encoded: DuckDB and pyarrow take the path as written (`version=3` stays readable)
+        return f"file://{(self.root / check_key(key)) if key else self.root}"
 
     def local_path(self, key: str = "") -> Path:
         return self._path(key) if key else self.root
