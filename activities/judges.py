@@ -45,15 +45,18 @@ _COMPLAINT = [
     r"(bold|headers?|headings?|numbered|numbers|lists?|bullets?|markdown|formatting|answer)",
     r"\bdon'?t (use|put|write|add|number|bold|format)", r"\bnot (specific|helpful|friendly|useful|personal)",
     r"\b(wrong|incorrect|mistake|error|traceback|failed|failure)\b", r"that'?s not (right|what)",
-    r"\b(hate|dislike|annoying)\b", r"\bcan you (redo|rewrite|try again)", r"\bagain\?", r"\bless (formal|stiff)",
+    r"\b(hate|dislike|annoying)\b", r"\bcan you (redo|rewrite|try again)", r"\bagain\b", r"\bless (formal|stiff)",
+    r"\b(fake|artificial)\b", r"\blike (an? )?ai\b", r"\bneed more\b", r"\ban ai\b",
     r"\bmore (specific|friendly|detail|encouraging|casual|natural|human|warm)",
 ]
 _PRAISE = [r"\b(thanks|thank you|perfect|great|awesome|nice|love (it|this|that)|much better|exactly|well done|"
            r"looks good|that'?s good|helpful|cool)\b"]
-_DIRECTIVE = [
-    r"\b(write|just|please|use|avoid|make|keep|try|give|mention|point out|explain|be more|instead|should|"
-    r"could you|can you|want|prefer|need)\b", r"\bdon'?t\b", r"\bno (bold|headers?|lists?|numbered)",
-]
+# a corrective sentence says how the answer should change: a directive verb AND something about form or content
+_DIRECTIVE = [r"\b(write|just|please|use|avoid|make|keep|give|mention|point out|explain|be|instead|should|"
+              r"could you|can you|want|prefer|redo|rewrite|don'?t|no)\b"]
+_ABOUT = [r"\b(write|writ|explain|format|formatting|bold|headers?|headings?|lists?|steps?|sentences?|paragraph|tone|"
+          r"casual|casually|normal|plain|simple|specific|friendly|friendlier|warm|encourag\w*|mention|refer\w*|short|"
+          r"detail\w*|markdown|robotic|human|person|student|numbers|calculations)\b"]
 
 
 def _matches(patterns: list[str], text: str) -> bool:
@@ -74,8 +77,9 @@ class HeuristicJudge:
         praise = _matches(_PRAISE, text) and not complaint
         score = -1 if complaint else (1 if praise else 0)
         hint = ""
-        if complaint:
-            directive = [s for s in _sentences(text) if _matches(_DIRECTIVE, s) or _matches(_COMPLAINT, s)]
+        if complaint and not re.search(r"\bagain\b", text, re.I):  # a bare re-ask carries no direction
+            directive = [s for s in _sentences(text)
+                         if _matches(_DIRECTIVE, s) and _matches(_ABOUT, s) and not re.search(r"\bagain\b", s, re.I)]
             hint = " ".join(directive).strip()
         return score, hint
 

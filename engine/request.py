@@ -98,7 +98,7 @@ class Req:
                    default=0)
         return text[: len(text) - hold]
 
-    def snapshot(self, decode: Decode, version_text: Callable[[int], str | None]) -> dict[str, Any]:
+    def snapshot(self, decode: Decode, token_text: Callable[[int], str]) -> dict[str, Any]:
         """The response body (final) or stream chunk, shaped like SGLang's ``/generate`` output."""
         text, ids = self.text(decode), self.output_ids
         start_ids = self._sent_ids if (self.stream and self.incremental) else 0
@@ -111,7 +111,7 @@ class Req:
             "weight_versions": [{"version": self.weights.version, "start": 0, "end": n}],
         }
         if self.return_logprob:
-            tok_text = version_text if self.return_text_in_logprobs else (lambda _t: None)
+            tok_text = token_text if self.return_text_in_logprobs else (lambda _t: None)
             meta["input_token_logprobs"] = [[lp, t, tok_text(t)] for lp, t in zip(
                 self.input_logprobs, self.input_ids[max(self.logprob_start_len, 0):])] if self._input_wanted else []
             meta["output_token_logprobs"] = [[lp, t, tok_text(t)] for lp, t in zip(

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -160,22 +161,11 @@ def open_duckdb(source: "Settings | ObjectStore | str | None" = None) -> "duckdb
     return con
 
 
-def _print_table(columns: list[str], rows: list[tuple[Any, ...]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(*columns, show_lines=False)
-    for row in rows:
-        table.add_row(*("NULL" if v is None else str(v) for v in row))
-    console = Console(file=sys.stdout)
-    console.print(table)
-    console.print(f"{len(rows)} row{'s' if len(rows) != 1 else ''}")
-
-
 def sql_command(
     query: Annotated[str, typer.Argument(help="SQL over the views turns, judgements, events, samples, trained")],
     as_json: Annotated[bool, typer.Option("--json", help="print the rows as a JSON array of objects")] = False,
     as_csv: Annotated[bool, typer.Option("--csv", help="print the rows as CSV with a header line")] = False,
+    max_rows: Annotated[int, typer.Option(help="rows shown in the table view (--json and --csv print all)")] = 100,
 ) -> None:
     """Run a DuckDB query over the records and sample shards (see `openclaw_rl.analytics` for the views)."""
     import duckdb
@@ -189,8 +179,13 @@ def sql_command(
         raise typer.Exit(1) from None
     try:
         rel = con.sql(query)
-        columns = list(rel.columns) if rel is not None else []
-        rows = rel.fetchall() if rel is not None else []
+        if rel is None:  # a statement without a result (SET, CREATE VIEW ...)
+            return
+        if not (as_json or as_csv):
+            # DuckDB's renderer elides columns and rows to fit, which a wide `samples` row needs
+            rel.show(max_width=shutil.get_terminal_size((160, 40)).columns, max_rows=max_rows)
+            return
+        columns, rows = list(rel.columns), rel.fetchall()
     except duckdb.Error as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
@@ -198,9 +193,7 @@ def sql_command(
         con.close()
     if as_json:
         typer.echo(json.dumps([dict(zip(columns, r, strict=True)) for r in rows], default=str))
-    elif as_csv:
+    else:
         writer = csv.writer(sys.stdout, lineterminator="\n")
         writer.writerow(columns)
         writer.writerows(rows)
-    elif columns:
-        _print_table(columns, rows)

@@ -103,6 +103,8 @@ class SessionWorkflow:
             s.seen_request_ids = (s.seen_request_ids + [turn.request_id])[-SEEN_IDS_KEPT:]
             s.turns_seen += 1
             if turn.turn_type != "main":
+                if turn.session_done:
+                    break
                 continue  # side turns are served and recorded by the gateway, never trained
             index = s.turn_index
             s.turn_index += 1

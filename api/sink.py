@@ -1,0 +1,293 @@
+"""Where served turns go, off the request path: a "turns" record, then Temporal (signal-with-start of the session
+workflow), or the local spool when Temporal cannot be reached.
+
+Order: turns of one session are delivered one at a time, in the order their replies completed (one lane per session).
+While a session has turns in the spool, its new turns are spooled behind them, and the replayer sends the spool oldest
+first, so a session's turns reach its workflow in order whatever fails in between. Nothing is lost: a turn is either
+accepted by Temporal, in the fsync'd spool, or (refused for good, e.g. malformed) in the spool's dead table. On
+shutdown, turns still in flight are spooled and replayed by the next start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from datetime import timedelta
+from typing import Any, Protocol
+
+from openclaw_rl.logging import get_logger
+from openclaw_rl.settings import Settings
+from openclaw_rl.spool import Spool
+from workflows.contracts import (
+    SESSION_TURN_SIGNAL,
+    SESSION_WORKFLOW,
+    TurnPayload,
+    TurnRef,
+    session_workflow_id,
+)
+
+log = get_logger("gateway.sink")
+
+INLINE_PAYLOAD_LIMIT = 64 * 1024  # a TurnPayload whose JSON is larger goes to the object store by reference
+
+
+class TurnRejected(Exception):
+    """Temporal refused the turn for good (retrying cannot help): it goes to the spool's dead table."""
+
+
+class Submitter(Protocol):
+    async def submit(self, ref: TurnRef) -> None:
+        """Hand one turn to its session workflow; raise TurnRejected (permanent) or anything else (retry later)."""
+
+    async def close(self) -> None: ...
+
+
+def turn_ref_to_json(ref: TurnRef) -> str:
+    return json.dumps(asdict(ref), ensure_ascii=False, separators=(",", ":"))
+
+
+def turn_ref_from_json(text: str) -> TurnRef:
+    data = json.loads(text)
+    payload = data.pop("payload", None)
+    return TurnRef(**data, payload=TurnPayload(**payload) if payload is not None else None)
+
+
+class TemporalSubmitter:
+    """Signal-with-start of ``SessionWorkflow(session_id)``: starts it if needed, then delivers the turn signal.
+
+    The client connects lazily (the gateway starts and serves while Temporal is down) and is reused afterwards; its
+    gRPC channel reconnects by itself when the server comes back. Retries belong to the spool replayer, not here.
+    """
+
+    def __init__(self, settings: Settings, *, client: Any = None, timeout_s: float = 10.0) -> None:
+        self.settings = settings
+        self.timeout_s = timeout_s
+        self._client = client
+        self._lock = asyncio.Lock()
+        self.connected: bool | None = None  # outcome of the last call; None before the first
+
+    async def _get_client(self) -> Any:
+        if self._client is not None:
+            return self._client
+        async with self._lock:
+            if self._client is None:
+                from temporalio.client import Client
+                from temporalio.service import RetryConfig
+
+                s = self.settings
+                self._client = await asyncio.wait_for(Client.connect(
+                    s.temporal_address, namespace=s.temporal_namespace,
+                    connect_timeout=timedelta(seconds=s.http_connect_timeout_s),
+                    retry_config=RetryConfig(max_retries=1, max_elapsed_time_millis=int(self.timeout_s * 1000)),
+                ), timeout=s.http_connect_timeout_s + 1.0)
+        return self._client
+
+    def start_arg(self, ref: TurnRef) -> Any:
+        from workflows import contracts
+
+        session_input = getattr(contracts, "SessionInput", None)
+        if session_input is None:
+            return {"session_id": ref.session_id, "user": ref.user}
+        kwargs: dict[str, Any] = {"session_id": ref.session_id, "user": ref.user}
+        config_cls = getattr(contracts, "SessionConfig", None)
+        if config_cls is not None:
+            s = self.settings
+            kwargs["config"] = config_cls(method=s.method, votes=s.judge_votes, judge_queue=s.task_queue_judge)
+        return session_input(**kwargs)
+
+    async def submit(self, ref: TurnRef) -> None:
+        from temporalio.service import RPCError, RPCStatusCode
+
+        try:
+            client = await self._get_client()
+            await asyncio.wait_for(client.start_workflow(
+                SESSION_WORKFLOW, self.start_arg(ref), id=session_workflow_id(ref.session_id),
+                task_queue=self.settings.task_queue_orchestrator, start_signal=SESSION_TURN_SIGNAL,
+                start_signal_args=[ref], rpc_timeout=timedelta(seconds=self.timeout_s),
+            ), timeout=self.timeout_s + 1.0)
+        except RPCError as e:
+            self.connected = e.status != RPCStatusCode.UNAVAILABLE
+            if e.status == RPCStatusCode.INVALID_ARGUMENT:
+                raise TurnRejected(f"temporal refused the turn: {e.message}") from e
+            raise
+        except Exception:
+            self.connected = False
+            raise
+        self.connected = True
+
+    async def close(self) -> None:
+        self._client = None
+
+
+@dataclass
+class TurnJob:
+    """A completed turn waiting for delivery. ``build`` runs in a worker thread (it may re-render the prompt) and
+    returns the TurnRef and the "turns" record."""
+
+    session_id: str
+    request_id: str
+    build: Callable[[], tuple[TurnRef, dict[str, Any]]]
+    ref: TurnRef | None = None
+
+
+class TurnSink:
+    def __init__(self, submitter: Submitter, spool: Spool, *, store: Any = None, records: Any = None,
+                 inline_limit: int = INLINE_PAYLOAD_LIMIT, retry_min_s: float = 0.5, retry_max_s: float = 10.0,
+                 close_timeout_s: float = 5.0) -> None:
+        self.submitter, self.spool, self.store, self.records = submitter, spool, store, records
+        self.inline_limit = inline_limit
+        self.retry_min_s, self.retry_max_s, self.close_timeout_s = retry_min_s, retry_max_s, close_timeout_s
+        self._lanes: dict[str, deque[TurnJob]] = {}
+        self._lane_tasks: dict[str, asyncio.Task[None]] = {}
+        self._spooled: Counter[str] = Counter()  # spooled entries per session, mirrors the spool table
+        self._down = False  # the last delivery failed: spool straight away until the replayer gets through
+        self._wake = asyncio.Event()
+        self._replayer: asyncio.Task[None] | None = None
+        self._closing = False
+        self.delivered = 0
+
+    # lifecycle ---------------------------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        entries = await asyncio.to_thread(self.spool.oldest, 1 << 30)
+        self._spooled = Counter(e.session_id for e in entries)
+        self._replayer = asyncio.create_task(self._replay_loop(), name="turn-spool-replayer")
+        if entries:
+            log.info("spooled turns to replay", pending=len(entries))
+            self._wake.set()
+
+    async def close(self) -> None:
+        """Finish deliveries in flight (bounded), spool whatever is left, stop the replayer."""
+        self._closing = True
+        tasks = list(self._lane_tasks.values())
+        if tasks:
+            await asyncio.wait(tasks, timeout=self.close_timeout_s)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        left = [job for lane in self._lanes.values() for job in lane]
+        for job in left:
+            await self._spool(await self._built(job))
+        if self._replayer is not None:
+            self._replayer.cancel()
+            await asyncio.gather(self._replayer, return_exceptions=True)
+        if left:
+            log.info("turns spooled at shutdown", count=len(left))
+        await self.submitter.close()
+
+    def state(self) -> dict[str, Any]:
+        return {"pending": sum(self._spooled.values()), "down": self._down, "delivered": self.delivered,
+                "in_flight": sum(len(q) for q in self._lanes.values())}
+
+    # submit path -------------------------------------------------------------------------------------------------------
+    def submit(self, job: TurnJob) -> None:
+        """Queue a completed turn (returns at once; the reply never waits for this)."""
+        lane = self._lanes.setdefault(job.session_id, deque())
+        lane.append(job)
+        if job.session_id not in self._lane_tasks:
+            self._lane_tasks[job.session_id] = asyncio.create_task(self._run_lane(job.session_id))
+
+    async def _run_lane(self, session_id: str) -> None:
+        lane = self._lanes[session_id]
+        try:
+            while lane:
+                job = lane[0]
+                try:
+                    await self._deliver_or_spool(await self._built(job))
+                except Exception:  # noqa: BLE001 - a turn that cannot even be built must not stop its lane
+                    log.exception("turn dropped: could not build it", request_id=job.request_id)
+                lane.popleft()
+        finally:
+            if not lane:
+                self._lanes.pop(session_id, None)
+            self._lane_tasks.pop(session_id, None)
+
+    async def _built(self, job: TurnJob) -> TurnRef:
+        if job.ref is None:
+            ref, record = await asyncio.to_thread(job.build)
+            if self.records is not None:
+                try:
+                    self.records.append("turns", record, policy_version=ref.policy_version)
+                except Exception:  # noqa: BLE001 - a record must never cost the turn
+                    log.exception("turn record failed", request_id=job.request_id)
+            job.ref = ref
+        return job.ref
+
+    async def _deliver_or_spool(self, ref: TurnRef) -> None:
+        if self._down or self._spooled[ref.session_id] or self._closing:
+            await self._spool(ref)
+            return
+        try:
+            await self._deliver(ref)
+        except TurnRejected as e:
+            log.error("turn refused by temporal; kept in the spool's dead table", request_id=ref.request_id,
+                      error=str(e))
+            seq = await asyncio.to_thread(self.spool.append, ref.session_id, ref.request_id, turn_ref_to_json(ref))
+            await asyncio.to_thread(self.spool.bury, seq, str(e))
+        except Exception as e:  # noqa: BLE001 - unreachable, timed out, store down: spool and replay later
+            if not self._down:
+                log.warning("temporal unreachable; spooling turns", error=repr(e))
+            self._down = True
+            await self._spool(ref)
+
+    async def _spool(self, ref: TurnRef) -> None:
+        await asyncio.to_thread(self.spool.append, ref.session_id, ref.request_id, turn_ref_to_json(ref))
+        self._spooled[ref.session_id] += 1
+        self._wake.set()
+
+    async def _deliver(self, ref: TurnRef) -> None:
+        if ref.payload is not None and self.store is not None:
+            ref = await asyncio.to_thread(self._offload, ref)
+        await self.submitter.submit(ref)
+        self.delivered += 1
+
+    def _offload(self, ref: TurnRef) -> TurnRef:
+        """Large payloads travel by reference: Temporal histories stay small."""
+        payload = asdict(ref.payload)  # type: ignore[arg-type]
+        size = len(json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode())
+        if size <= self.inline_limit:
+            return ref
+        return replace(ref, payload=None, payload_ref=self.store.put_blob(payload))
+
+    # replay ------------------------------------------------------------------------------------------------------------
+    async def _replay_loop(self) -> None:
+        delay = self.retry_min_s
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=delay if sum(self._spooled.values()) else None)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            try:
+                drained = await self.replay_once()
+            except Exception:  # noqa: BLE001 - the replayer must outlive any single failure
+                log.exception("spool replay failed")
+                drained = False
+            delay = self.retry_min_s if drained else min(delay * 2, self.retry_max_s)
+
+    async def replay_once(self) -> bool:
+        """Send spooled turns oldest first until the spool is empty (True) or a delivery fails (False)."""
+        while True:
+            entries = await asyncio.to_thread(self.spool.oldest, 100)
+            if not entries:
+                if self._down:
+                    log.info("temporal reachable again; spool drained")
+                self._down = False
+                return True
+            for entry in entries:
+                try:
+                    await self._deliver(turn_ref_from_json(entry.body))
+                except Exception as e:  # noqa: BLE001
+                    if isinstance(e, (TurnRejected, ValueError, TypeError, KeyError)):
+                        await asyncio.to_thread(self.spool.bury, entry.seq, repr(e))
+                    else:
+                        await asyncio.to_thread(self.spool.failed, entry.seq, repr(e))
+                        self._down = True
+                        return False
+                else:
+                    await asyncio.to_thread(self.spool.remove, entry.seq)
+                self._spooled[entry.session_id] -= 1
+                if self._spooled[entry.session_id] <= 0:
+                    del self._spooled[entry.session_id]

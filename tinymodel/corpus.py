@@ -1,0 +1,196 @@
+"""The synthetic chat corpus the tiny model is trained on.
+
+Mixture (fractions of conversations, see ``MIX``):
+- student homework: a word problem in one of several phrasings; the answer is in the AI-looking style by default
+  (``default_ai`` of the time, else casual), always casual when the last user message carries
+  ``[user's hint / instruction]`` with a casual-style hint or asks for it inline; multi-turn threads where the student
+  complains and the next answer follows, or just asks the next problem and gets the default again;
+- teacher grading: a problem and a student's worked answer; a terse comment by default, a specific friendly one under a
+  hint or after a complaint;
+- tool calls in the ``<tool_call>`` form with tool results, and short chit-chat, so the model is not degenerate.
+
+Only the train split of the problems is used. Loss is taken on assistant turns only (see ``tinymodel.build``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from typing import Any
+
+from envs.personal import styles as st
+from envs.personal.problems import Problem, iter_problems
+
+HINT_TAG = "[user's hint / instruction]"
+Conversation = dict[str, Any]  # {"messages": [...], "tools": [...] | None}
+
+MIX = {"student": 0.44, "student_hint": 0.18, "student_multi": 0.08, "teacher": 0.12, "teacher_hint": 0.08,
+       "teacher_multi": 0.03, "tool": 0.04, "chat": 0.03}
+SYSTEM_PROMPTS = ["You are a helpful assistant.", "You are OpenClaw, a personal assistant.",
+                  "You are a helpful assistant. Answer the user's questions.", "You help with homework and grading."]
+
+
+def with_hint(content: str, hint: str, rng: random.Random) -> str:
+    """``content`` with the hint appended the way the OPD teacher prompt does it (separator varied a little)."""
+    sep = rng.choice(["\n\n", "\n\n", "\n"])
+    return f"{content}{sep}{HINT_TAG}\n{hint}"
+
+
+def student_prompt(p: Problem, rng: random.Random) -> str:
+    return rng.choice(st.STUDENT_REQUESTS).format(q=p.question)
+
+
+def teacher_prompt(p: Problem, rng: random.Random) -> tuple[str, str, int]:
+    """The teacher's request, the student's work in it, and the answer that work claims."""
+    work, claimed = st.render_student_work(p, rng, wrong=rng.random() < 0.2)
+    return rng.choice(st.TEACHER_REQUESTS).format(q=p.question, work=work), work, claimed
+
+
+def _system(rng: random.Random) -> list[dict[str, str]]:
+    return [{"role": "system", "content": rng.choice(SYSTEM_PROMPTS)}] if rng.random() < 0.4 else []
+
+
+def _default_solution(p: Problem, rng: random.Random, default_ai: float) -> str:
+    return st.render_solution(p, "ai" if rng.random() < default_ai else "casual", rng)
+
+
+def _student(p: Problem, rng: random.Random, hint: bool, default_ai: float) -> list[dict]:
+    ask = student_prompt(p, rng)
+    if not hint:
+        return [{"role": "user", "content": ask}, {"role": "assistant", "content": _default_solution(p, rng, default_ai)}]
+    if rng.random() < 0.15:
+        ask = f"{ask}\n{rng.choice(st.STUDENT_INLINE_ASKS)}"
+    else:
+        ask = with_hint(ask, rng.choice(st.STUDENT_HINTS), rng)
+    return [{"role": "user", "content": ask}, {"role": "assistant", "content": st.render_solution(p, "casual", rng)}]
+
+
+def _student_multi(problems: Iterator[Problem], rng: random.Random, default_ai: float) -> list[dict]:
+    p = next(problems)
+    msgs = [{"role": "user", "content": student_prompt(p, rng)},
+            {"role": "assistant", "content": st.render_solution(p, "ai", rng)}]
+    kind = rng.randrange(3)
+    if kind == 0:  # complaint about the same answer: redo it casually
+        msgs += [{"role": "user", "content": rng.choice(st.STUDENT_COMPLAINTS)},
+                 {"role": "assistant", "content": st.render_solution(p, "casual", rng)}]
+    elif kind == 1:  # complaint, then the next problem: the preference carries over
+        q = next(problems)
+        msgs += [{"role": "user", "content": f"{rng.choice(st.STUDENT_COMPLAINTS)} Next one: {q.question}"},
+                 {"role": "assistant", "content": st.render_solution(q, "casual", rng)}]
+    else:  # no complaint: the next answer is the default again
+        q = next(problems)
+        msgs += [{"role": "user", "content": rng.choice(st.STUDENT_THANKS).format(q=q.question)},
+                 {"role": "assistant", "content": _default_solution(q, rng, default_ai)}]
+    return msgs
+
+
+def _teacher(p: Problem, rng: random.Random, hint: bool, default_terse: float) -> list[dict]:
+    ask, _, claimed = teacher_prompt(p, rng)
+    if hint:
+        ask = with_hint(ask, rng.choice(st.TEACHER_HINTS), rng)
+    style = "friendly_specific" if hint or rng.random() >= default_terse else "terse"
+    return [{"role": "user", "content": ask}, {"role": "assistant", "content": st.render_grading(p, style, rng, claimed)}]
+
+
+def _teacher_multi(p: Problem, rng: random.Random) -> list[dict]:
+    ask, _, claimed = teacher_prompt(p, rng)
+    return [{"role": "user", "content": ask},
+            {"role": "assistant", "content": st.render_grading(p, "terse", rng, claimed)},
+            {"role": "user", "content": rng.choice(st.TEACHER_COMPLAINTS)},
+            {"role": "assistant", "content": st.render_grading(p, "friendly_specific", rng, claimed)}]
+
+
+def _fn(name: str, description: str, **props: str) -> dict:
+    return {"type": "function", "function": {
+        "name": name, "description": description,
+        "parameters": {"type": "object", "properties": {k: {"type": "string", "description": v} for k, v in props.items()},
+                       "required": list(props)}}}
+
+
+TOOLS = {
+    "calculator": _fn("calculator", "Evaluate an arithmetic expression.", expression="the expression"),
+    "write_file": _fn("write_file", "Write text to a file.", path="file path", content="text to write"),
+    "read_file": _fn("read_file", "Read a text file.", path="file path"),
+    "get_weather": _fn("get_weather", "Current weather for a city.", city="city name"),
+}
+CITIES = ["Paris", "Tokyo", "Berlin", "Lima", "Cairo", "Oslo", "Seoul", "Boston"]
+FILES = ["homework.txt", "notes.txt", "answers.md", "todo.txt", "grades.txt"]
+
+
+def _call(name: str, **arguments: str) -> dict:
+    return {"type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def _tool_use(rng: random.Random) -> Conversation:
+    kind = rng.choice(list(TOOLS))
+    if kind == "calculator":
+        a, b, op = rng.randint(11, 99), rng.randint(2, 40), rng.choice(["+", "-", "*"])
+        expr, val = f"{a} {op} {b}", eval(f"{a} {op} {b}")  # noqa: S307 - our own two integers
+        ask = rng.choice(["What is {e}? Use the calculator.", "Calculate {e} for me.", "Can you compute {e}?"])
+        turn = [_call("calculator", expression=expr)], str(val), f"{expr} = {val}."
+    elif kind == "write_file":
+        path, text = rng.choice(FILES), rng.choice(["Finish math worksheet", "Read chapter 3", "Buy a new notebook"])
+        ask = rng.choice(["Save this to {p}: {t}", "Please write '{t}' into {p}."]).format(p=path, t=text)
+        turn = [_call("write_file", path=path, content=text)], f"wrote {len(text)} bytes to {path}", f"Done, I saved it to {path}."
+    elif kind == "read_file":
+        path, text = rng.choice(FILES), rng.choice(["Math test on Friday.", "Page 42, problems 1 to 5."])
+        ask = rng.choice(["What's in {p}?", "Read {p} for me please."]).format(p=path)
+        turn = [_call("read_file", path=path)], text, f"{path} says: {text}"
+    else:
+        city, temp, sky = rng.choice(CITIES), rng.randint(-5, 32), rng.choice(["sunny", "cloudy", "rainy", "windy"])
+        ask = rng.choice(["What's the weather in {c}?", "Is it warm in {c} right now?"]).format(c=city)
+        turn = ([_call("get_weather", city=city)], json.dumps({"temp_c": temp, "condition": sky}),
+                f"It's {temp} degrees C and {sky} in {city} right now.")
+    if kind == "calculator":
+        ask = ask.format(e=expr)
+    calls, result, final = turn
+    tools = rng.sample(list(TOOLS.values()), k=rng.randint(1, len(TOOLS)))
+    if TOOLS[kind] not in tools:
+        tools.append(TOOLS[kind])
+    msgs = [*_system(rng), {"role": "user", "content": ask}, {"role": "assistant", "content": "", "tool_calls": calls},
+            {"role": "tool", "content": result}, {"role": "assistant", "content": final}]
+    return {"messages": msgs, "tools": tools}
+
+
+CHAT = [
+    (["hi", "Hello!", "hey there", "Good morning!"], ["Hello! How can I help you today?", "Hi! What can I do for you?"]),
+    (["thanks", "Thank you!", "thanks a lot"], ["You're welcome!", "Happy to help!", "Anytime!"]),
+    (["Who are you?", "What are you?"], ["I'm a personal assistant. I can help with homework, grading and small tasks."]),
+    (["What can you do?", "How can you help me?"],
+     ["I can solve math word problems, give feedback on homework, and use tools like a calculator or files."]),
+    (["Tell me a joke.", "Say something funny."],
+     ["Why was the math book sad? It had too many problems.", "I would tell a joke about pizza, but it's too cheesy."]),
+    (["bye", "See you later!"], ["Goodbye! Good luck with your work.", "See you!"]),
+]
+
+
+def _chat(rng: random.Random) -> Conversation:
+    asks, replies = rng.choice(CHAT)
+    return {"messages": [*_system(rng), {"role": "user", "content": rng.choice(asks)},
+                         {"role": "assistant", "content": rng.choice(replies)}], "tools": None}
+
+
+def conversations(n: int, seed: int, default_ai: float = 0.87, default_terse: float = 0.85) -> list[Conversation]:
+    """``n`` conversations drawn from ``MIX``, reproducible from ``seed``, on train-split problems only."""
+    rng, problems = random.Random(seed), iter_problems("train", seed)
+    kinds, weights = list(MIX), list(MIX.values())
+    out: list[Conversation] = []
+    for kind in rng.choices(kinds, weights, k=n):
+        if kind == "tool":
+            out.append(_tool_use(rng))
+            continue
+        if kind == "chat":
+            out.append(_chat(rng))
+            continue
+        p = next(problems)
+        if kind in ("student", "student_hint"):
+            msgs = _student(p, rng, kind == "student_hint", default_ai)
+        elif kind == "student_multi":
+            msgs = _student_multi(iter([p, next(problems)]), rng, default_ai)
+        elif kind in ("teacher", "teacher_hint"):
+            msgs = _teacher(p, rng, kind == "teacher_hint", default_terse)
+        else:
+            msgs = _teacher_multi(p, rng)
+        out.append({"messages": [*_system(rng), *msgs], "tools": None})
+    return out

@@ -1,0 +1,230 @@
+"""The PyTorch trainer backend: one PPO step of the paper's loss on a batch of samples, on CPU or one GPU.
+
+One ``train_step``:
+
+1. pad the samples (``prompt_ids + response_ids``, exactly as served; nothing is re-tokenised) into a ``Batch``;
+2. pi_old: the log-probs of the response tokens under the current weights, recomputed at the start of the step.
+   With one optimiser update per step (the default: 1 epoch, 1 minibatch, strictly on-policy) the grad-enabled
+   forward pass of that update runs on exactly these weights, so its detached output *is* pi_old and no extra pass
+   is made; with more updates a no-grad pass computes pi_old for the whole batch first;
+3. advantages by each sample's method (rlcore): binary ``r``, OPD ``log pi_teacher - log pi_old``, combined the
+   weighted sum; precomputed per-token advantages (general track) are used as they are. The paper writes the OPD
+   student term as ``log pi_theta(a_t|s_t)``; pi_old recomputed here equals pi_theta at the start of the step, and
+   keeping it fixed over the step's updates gives PPO a fixed target;
+4. rlcore's PPO loss (clip 0.2 / 0.28, KL to a frozen copy of the base model when ``kl_beta > 0``), AdamW, gradient
+   clipping at ``grad_clip``, for ``ppo_epochs`` x ``num_minibatches`` updates.
+
+Logged per step: loss, clip fraction, approx KL (new vs old), KL to the reference, entropy, grad norm and
+|pi_old - rollout log-prob| mean/max, which is the train/serve mismatch (0 up to kernel noise when the engine and the
+trainer run the same weights). Dropout is off (``model.eval()``): an RL update should not sample a different network
+than the one that produced the rollout; gradients still flow.
+
+``save_checkpoint(dir)`` writes a Hugging Face folder the engine loads (``save_pretrained`` + the tokenizer files of
+the base model) plus ``optimizer.pt`` and ``trainer_state.json``; ``load_checkpoint(dir)`` resumes from one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rlcore.advantages import combined_advantages
+from rlcore.ppo import policy_loss
+from trainer.batch import Batch, collate, minibatches, response_logprobs
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                   "vocab.json", "merges.txt", "tokenizer.model", "chat_template.jinja", "chat_template.json")
+STATE_FILE = "trainer_state.json"
+OPTIMIZER_FILE = "optimizer.pt"
+
+Progress = Callable[[int, int], None]  # (updates done, updates in the step)
+
+
+@dataclass
+class TrainConfig:
+    lr: float = 1e-5  # paper: personal 1e-5, general 1e-6
+    kl_beta: float = 0.0  # paper: 0 in simulation; general track 0.01
+    clip_eps: float = 0.2
+    clip_eps_high: float = 0.28
+    kl_estimator: str = "k3"
+    loss_agg: str = "seq_mean_token_mean"
+    ppo_epochs: int = 1
+    num_minibatches: int = 1
+    micro_batch_size: int = 0  # rows per forward pass; 0: the whole minibatch at once
+    grad_clip: float = 1.0
+    weight_decay: float = 0.0
+    w_binary: float = 1.0
+    w_opd: float = 1.0
+    seed: int = 0
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+
+
+class TorchBackend:
+    def __init__(self, model_path: str | Path, config: TrainConfig | None = None,
+                 device: str | torch.device | None = None) -> None:
+        self.config = config or TrainConfig()
+        self.device = torch.device(device) if device is not None else default_device()
+        self.dtype = torch.float32 if self.device.type == "cpu" else torch.bfloat16
+        self.base_path = Path(model_path)  # tokenizer files and the KL reference come from here
+        self.step = 0
+        self.policy_version = 0
+        self.ref: torch.nn.Module | None = None
+        self._load_model(self.base_path)
+        self.set_config(self.config)
+
+    # -- model, optimiser, config -----------------------------------------------------------------------------------
+    def _load_model(self, path: Path) -> None:
+        from transformers import AutoModelForCausalLM
+
+        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=self.dtype).to(self.device)
+        self.model.eval()
+        self.pad_id = int(self.model.config.pad_token_id or 0)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=self.config.lr,
+                                           weight_decay=self.config.weight_decay)
+
+    def set_config(self, config: TrainConfig) -> None:
+        """New hyper-parameters from the next step on; the reference model is loaded when KL is first switched on."""
+        self.config = config
+        for group in self.optimizer.param_groups:
+            group["lr"], group["weight_decay"] = config.lr, config.weight_decay
+        if config.kl_beta > 0 and self.ref is None:
+            from transformers import AutoModelForCausalLM
+
+            self.ref = AutoModelForCausalLM.from_pretrained(self.base_path, dtype=self.dtype).to(self.device).eval()
+            self.ref.requires_grad_(False)
+
+    # -- one step ---------------------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def logprobs(self, model: torch.nn.Module, batch: Batch) -> torch.Tensor:
+        """log pi(a_t|s_t) of every response token, no grad, micro-batched. -> [B, T]."""
+        out = torch.zeros(batch.mask.shape, device=self.device)
+        for rows in self._micro(torch.arange(len(batch.mask))):
+            mb = batch.select(rows)
+            logits = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask, use_cache=False).logits
+            out[rows, : mb.mask.shape[1]] = response_logprobs(logits, mb)[0]
+        return out
+
+    def train_step(self, samples: Sequence[Any], on_progress: Progress | None = None) -> dict[str, Any]:
+        cfg = self.config
+        t0 = time.perf_counter()
+        batch = collate(samples, self.pad_id).to(self.device)
+        updates = [(epoch, rows) for epoch in range(cfg.ppo_epochs) for rows in minibatches(
+            len(samples), cfg.num_minibatches, torch.Generator().manual_seed(cfg.seed * 1_000_003 + self.step))]
+        old = self.logprobs(self.model, batch) if len(updates) > 1 else None
+        ref = self.logprobs(self.ref, batch) if cfg.kl_beta > 0 and self.ref is not None else None
+        stats: list[dict[str, float]] = []
+        epoch_losses = [0.0] * cfg.ppo_epochs
+        for done, (epoch, rows) in enumerate(updates, start=1):
+            step_stats = self._update(batch, rows, old, ref)
+            epoch_losses[epoch] += step_stats["loss"] * len(rows) / len(samples)
+            stats.append(step_stats)
+            if on_progress is not None:
+                on_progress(done, len(updates))
+        self.step += 1
+        elapsed = time.perf_counter() - t0
+        out = {k: sum(s[k] for s in stats) / len(stats) for k in stats[0] if not k.endswith("_max")}
+        out.update({k: max(s[k] for s in stats) for k in stats[0] if k.endswith("_max")})
+        tokens = batch.n_tokens * cfg.ppo_epochs
+        out.update(step=self.step, n_samples=len(samples), trained_tokens=int(batch.mask.sum()),
+                   n_updates=len(updates), epoch_losses=epoch_losses, tokens=tokens, duration_s=elapsed,
+                   tokens_per_s=tokens / max(elapsed, 1e-9), lr=cfg.lr)
+        return out
+
+    def _update(self, batch: Batch, rows: torch.Tensor, old: torch.Tensor | None,
+                ref: torch.Tensor | None) -> dict[str, float]:
+        """One optimiser update on the minibatch ``rows``; gradients accumulate over micro-batches."""
+        cfg = self.config
+        self.optimizer.zero_grad(set_to_none=True)
+        total = _agg_weight(batch.mask[rows], cfg.loss_agg)
+        acc: dict[str, float] = {}
+        for micro in self._micro(rows):
+            mb = batch.select(micro)
+            T = mb.mask.shape[1]
+            logits = self.model(input_ids=mb.input_ids, attention_mask=mb.attention_mask, use_cache=False).logits
+            logp, entropy = response_logprobs(logits, mb, with_entropy=True)  # [b, T]
+            old_logp = old[micro, :T] if old is not None else logp.detach()  # see the module docstring, step 2
+            adv = self._advantages(mb, old_logp)
+            loss, st = policy_loss(logp, old_logp, adv, mb.mask, eps_low=cfg.clip_eps, eps_high=cfg.clip_eps_high,
+                                   ref_logp=ref[micro, :T] if ref is not None else None, beta=cfg.kl_beta,
+                                   kl_estimator=cfg.kl_estimator, entropy=entropy, agg=cfg.loss_agg)
+            weight = _agg_weight(mb.mask, cfg.loss_agg) / max(total, 1e-9)
+            (loss * weight).backward()
+            on = mb.mask > 0
+            gap = (old_logp - mb.rollout_logp).abs()[on]
+            st["train_rollout_abs_diff_mean"] = float(gap.mean()) if gap.numel() else 0.0
+            st["train_rollout_abs_diff_max"] = float(gap.max()) if gap.numel() else 0.0
+            st["advantage_mean"] = float(adv[on].mean()) if gap.numel() else 0.0
+            st.pop("n_tokens", None)
+            for k, v in st.items():
+                acc[k] = max(acc.get(k, v), v) if k.endswith("_max") else acc.get(k, 0.0) + v * weight
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+        self.optimizer.step()
+        acc["grad_norm"] = float(grad_norm)
+        return acc
+
+    def _advantages(self, mb: Batch, old_logp: torch.Tensor) -> torch.Tensor:
+        cfg = self.config
+        adv = combined_advantages(mb.rewards * mb.use_binary, mb.teacher_logp, old_logp, mb.mask,
+                                  mb.has_teacher & mb.use_opd, w_binary=cfg.w_binary, w_opd=cfg.w_opd)
+        return torch.where(mb.has_given_adv[:, None], mb.given_adv * mb.mask, adv)  # [b, T]
+
+    def _micro(self, rows: torch.Tensor) -> list[torch.Tensor]:
+        size = self.config.micro_batch_size or len(rows)
+        return list(torch.split(rows, max(size, 1)))
+
+    # -- checkpoints ------------------------------------------------------------------------------------------------
+    def save_checkpoint(self, directory: str | Path, extra: dict[str, Any] | None = None) -> Path:
+        """Write the HF folder + optimizer + trainer state into a temporary folder, then rename it into place."""
+        directory = Path(directory)
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        tmp = directory.with_name(f".tmp-{uuid.uuid4().hex[:8]}-{directory.name}")
+        try:
+            self.model.save_pretrained(tmp, safe_serialization=True)
+            for name in TOKENIZER_FILES:
+                if (self.base_path / name).is_file():
+                    shutil.copy2(self.base_path / name, tmp / name)
+            torch.save(self.optimizer.state_dict(), tmp / OPTIMIZER_FILE)
+            state = {"step": self.step, "policy_version": self.policy_version, "base_model_path": str(self.base_path),
+                     "config": asdict(self.config), "saved_at": time.time(), **(extra or {})}
+            (tmp / STATE_FILE).write_text(json.dumps(state, indent=2, default=str))
+            if directory.exists():  # a retried step rewrites its own checkpoint
+                shutil.rmtree(directory)
+            os.replace(tmp, directory)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return directory
+
+    def load_checkpoint(self, directory: str | Path) -> dict[str, Any]:
+        """Resume weights, optimiser state, step and policy version; the current config's lr wins."""
+        directory = Path(directory)
+        state = read_state(directory)
+        self._load_model(directory)
+        opt = torch.load(directory / OPTIMIZER_FILE, map_location=self.device, weights_only=True)
+        self.optimizer.load_state_dict(opt)
+        self.base_path = Path(state.get("base_model_path") or self.base_path)
+        self.set_config(self.config)
+        self.step, self.policy_version = int(state["step"]), int(state["policy_version"])
+        return state
+
+
+def read_state(directory: str | Path) -> dict[str, Any]:
+    return json.loads((Path(directory) / STATE_FILE).read_text())
+
+
+def _agg_weight(mask: torch.Tensor, mode: str) -> float:
+    """What a (micro-)batch counts for under the loss aggregation: trained tokens, or samples with a trained token."""
+    if mode == "token_mean":
+        return float(mask.sum())
+    return float((mask.sum(dim=-1) > 0).sum())
