@@ -18,8 +18,9 @@ but has its documented columns; columns that records carry beyond those are adde
     meta VARCHAR (JSON), version BIGINT (partition), archived BOOLEAN
 ``trained`` (ledger/): sample_id VARCHAR, step BIGINT, trained_at TIMESTAMPTZ, run VARCHAR
 
-``version`` and ``date`` (and ``run`` for ``trained``) come from the hive-style folder names. Views see the globs that
-had files when the connection was opened: open a new connection to pick up a tree created since. On S3 the httpfs
+``version`` and ``date`` (and ``run`` for ``trained``) come from the hive-style folder names. Views see the globs
+that had files when they were made: ``create_views(con, store)`` again (or a new connection) picks up a tree created
+since. On S3 the httpfs
 extension is loaded from the ``duckdb-extension-httpfs`` package, never downloaded.
 """
 
@@ -44,8 +45,8 @@ _RECORD_COMMON = "policy_version BIGINT, recorded_at TIMESTAMPTZ, version BIGINT
 RECORD_COLUMNS = {
     "turns": "session VARCHAR, turn BIGINT, user VARCHAR, turn_type VARCHAR, model VARCHAR, prompt_tokens BIGINT, "
              "completion_tokens BIGINT, latency_ms DOUBLE, finish_reason VARCHAR, " + _RECORD_COMMON,
-    "judgements": "session VARCHAR, turn BIGINT, sample_id VARCHAR, reward DOUBLE, hint VARCHAR, hint_accepted BOOLEAN, "
-                  "method VARCHAR, " + _RECORD_COMMON,
+    "judgements": "session VARCHAR, turn BIGINT, sample_id VARCHAR, reward DOUBLE, hint VARCHAR, "
+                  "hint_accepted BOOLEAN, method VARCHAR, " + _RECORD_COMMON,
     "events": "event VARCHAR, source VARCHAR, message VARCHAR, " + _RECORD_COMMON,
 }
 TRAINED_COLUMNS = "sample_id VARCHAR, step BIGINT, trained_at TIMESTAMPTZ, run VARCHAR"
@@ -60,7 +61,8 @@ def httpfs_extension_path() -> Path:
     import duckdb
     import duckdb_extension_httpfs
 
-    path = Path(duckdb_extension_httpfs.__file__).parent / "extensions" / f"v{duckdb.__version__}" / "httpfs.duckdb_extension"
+    folder = Path(duckdb_extension_httpfs.__file__).parent / "extensions" / f"v{duckdb.__version__}"
+    path = folder / "httpfs.duckdb_extension"
     if not path.is_file():
         raise RuntimeError(f"httpfs extension for DuckDB {duckdb.__version__} not found at {path}; "
                            "install duckdb-extension-httpfs of the same version as duckdb")
@@ -91,7 +93,7 @@ def _base(store: "ObjectStore") -> str:
 def _union(con: "duckdb.DuckDBPyConnection", store: "ObjectStore", name: str, columns: str,
            parts: list[tuple[str, str, bool | None]]) -> None:
     """View ``name``: an empty template with ``columns``, union by name with each (prefix, reader) that has files."""
-    con.execute(f"CREATE TEMP TABLE _{name}_template ({columns})")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _{name}_template ({columns})")
     selects = [f"SELECT * FROM _{name}_template"]
     for prefix, reader, archived in parts:
         if store.list(prefix, limit=1):
@@ -155,9 +157,13 @@ def open_duckdb(source: "Settings | ObjectStore | str | None" = None) -> "duckdb
         store = store_from_settings(source if isinstance(source, Settings) else None)
     con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
                                              "autoload_known_extensions": False})
-    if isinstance(store, S3Store):
-        _configure_s3(con, store)
-    create_views(con, store)
+    try:
+        if isinstance(store, S3Store):
+            _configure_s3(con, store)
+        create_views(con, store)
+    except BaseException:
+        con.close()
+        raise
     return con
 
 

@@ -94,7 +94,7 @@ class RecordWriter:
             return self._n
 
     def flush(self) -> list[str]:
-        """Write everything buffered; returns the keys written. Raises the first write error (after keeping the data)."""
+        """Write everything buffered; returns the keys written. A write error is raised after keeping the data."""
         with self._flush_lock:
             with self._lock:
                 groups, self._buf, self._n, self._bytes = self._buf, {}, 0, 0

@@ -1,14 +1,14 @@
 """The object store: one small API over a local folder (``file://<folder>``) and S3 (``s3://bucket/prefix``).
 
-Keys are relative POSIX paths (``samples/run=r/version=3/sample-ab12.parquet``); the store maps them under its root.
-S3 is reached through boto3 (path-style addressing when an endpoint is given, so MinIO and moto work) and, for
-Parquet datasets, through ``pyarrow.fs.S3FileSystem``. A local write goes to a temporary file in the target folder and is
-renamed into place, so a reader never sees half an object; an S3 PUT is atomic already.
+Keys are relative POSIX paths (``samples/run=r/version=3/sample-ab12.parquet``); the store maps them under its
+root. S3 is reached through boto3 (path-style addressing when an endpoint is given, so MinIO and moto work) and, for
+Parquet datasets, through ``pyarrow.fs.S3FileSystem``. A local write goes to a temporary file in the target folder and
+is renamed into place, so a reader never sees half an object; an S3 PUT is atomic already.
 
-Payloads by reference: ``put_blob`` stores bytes or a JSON value under a content-addressed key (``blobs/<sha256>.json``)
-and returns that key as the reference, so large arrays stay out of Temporal histories; ``pack``/``unpack`` inline a value
-under ``BLOB_INLINE_LIMIT`` bytes and hand out a reference above it. The inner HTTP client does not retry: callers that
-need retries run inside Temporal activities, which own them.
+Payloads by reference: ``put_blob`` stores bytes or a JSON value under a content-addressed key
+(``blobs/<sha256>.json`` or ``.bin``) and returns that key as the reference, so large arrays stay out of Temporal
+histories; ``pack``/``unpack`` inline a value under ``BLOB_INLINE_LIMIT`` bytes and hand out a reference above it.
+The inner HTTP client does not retry: callers that need retries run inside Temporal activities, which own them.
 """
 
 from __future__ import annotations
@@ -116,7 +116,8 @@ class ObjectStore(ABC):
 
     def put_blob(self, obj: bytes | Any) -> str:
         """Store bytes (``.bin``) or a JSON value (``.json``) under its sha256; returns the key, which is the ref."""
-        data, ext = (bytes(obj), "bin") if isinstance(obj, (bytes, bytearray, memoryview)) else (_json_bytes(obj), "json")
+        raw = isinstance(obj, (bytes, bytearray, memoryview))
+        data, ext = (bytes(obj), "bin") if raw else (_json_bytes(obj), "json")
         ref = f"{BLOB_PREFIX}{hashlib.sha256(data).hexdigest()}.{ext}"
         if not self.exists(ref):  # same content, same key: a second put would only cost bandwidth
             self.put_bytes(ref, data)
@@ -141,6 +142,21 @@ class ObjectStore(ABC):
         return self.get_blob(packed["ref"]) if "ref" in packed else packed["inline"]
 
 
+def _create(path: Path) -> Any:
+    """Open a new file, making its folder; a concurrent move may prune that folder between mkdir and open.
+
+    Once the file exists its folder is not empty, so it cannot be pruned before the rename.
+    """
+    for attempt in range(3):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            return open(path, "wb")
+        except FileNotFoundError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
 class LocalStore(ObjectStore):
     def __init__(self, root: Path) -> None:
         self.root = Path(root).resolve()
@@ -156,15 +172,7 @@ class LocalStore(ObjectStore):
         path = self._path(key)
         tmp = path.with_name(f"{_TMP_MARK}{uuid.uuid4().hex}-{path.name}")
         try:
-            for attempt in range(3):  # a concurrent move may prune the folder between mkdir and open
-                path.parent.mkdir(parents=True, exist_ok=True)
-                try:
-                    f = open(tmp, "wb")
-                    break
-                except FileNotFoundError:
-                    if attempt == 2:
-                        raise
-            with f:
+            with _create(tmp) as f:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())

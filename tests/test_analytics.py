@@ -39,14 +39,17 @@ def check_views(store: ObjectStore) -> None:
     assert con.sql("SELECT count(*) FROM samples").fetchone() == (4,)
     assert con.sql("SELECT version, count(*) FROM samples GROUP BY 1 ORDER BY 1").fetchall() == [(0, 3), (1, 1)]
     assert con.sql("SELECT count(*) FROM samples WHERE sample_id = 's:1'").fetchone() == (1,)
-    assert con.sql("SELECT has_teacher, len(response_ids), run FROM samples WHERE turn = 1").fetchone() == (True, 2, "r1")
+    assert con.sql("SELECT has_teacher, len(response_ids), run FROM samples WHERE turn = 1").fetchone() == (
+        True, 2, "r1")
     assert con.sql("SELECT turn, turn_type, version, extra FROM turns ORDER BY turn").fetchall() == [
         (1, "main", 0, "x"), (2, "side", 1, None)]
     assert con.sql("SELECT reward, votes FROM judgements").fetchall() == [(1.0, [1, 1, -1])]
     assert con.sql("SELECT count(*) FROM events").fetchone() == (0,)
-    assert con.sql("SELECT sample_id, step, run FROM trained ORDER BY 1").fetchall() == [("s:0", 1, "r1"), ("s:1", 1, "r1")]
+    assert con.sql("SELECT sample_id, step, run FROM trained ORDER BY 1").fetchall() == [
+        ("s:0", 1, "r1"), ("s:1", 1, "r1")]
     # training samples that were never trained on: a join across the views
-    assert con.sql("SELECT count(*) FROM samples WHERE sample_id NOT IN (SELECT sample_id FROM trained)").fetchone() == (2,)
+    untrained = "SELECT count(*) FROM samples WHERE sample_id NOT IN (SELECT sample_id FROM trained)"
+    assert con.sql(untrained).fetchone() == (2,)
 
     assert SampleWriter(store, "r1").seal(0) == 3
     assert seal_records(store, 0) == 2

@@ -1,0 +1,375 @@
+"""Chat completions: prepare (session, turn type, rendered prompt), generate (whole or streamed), hand the turn on.
+
+The reply is generated from exactly what the client sent. The turn handed to training differs in one way: OpenClaw's
+trailing internal-context message is left out of ``TurnPayload.messages`` and ``prompt_ids`` (re-rendered without
+it, off the request path), because the client drops that message from the history it sends next time; the trained
+prompt is then a prefix of the next turn's prompt. ``response_ids`` / ``response_logprobs`` are the engine's sampled ids
+and log-probs under the served prompt, kept exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from fastapi import Request
+from starlette.responses import StreamingResponse
+from starlette.types import Send
+
+from api.deps import Gateway
+from api.errors import OpenAIError, bad_request, engine_error, error_body
+from api.render import RenderError, ToolCallStream, split_tool_calls, template_messages
+from api.schemas import AssistantMessage, ChatCompletion, ChatCompletionRequest, Choice, ToolCallOut, Usage
+from api.sink import TurnJob
+from openclaw_rl.keys import ApiKey
+from openclaw_rl.logging import get_logger
+from openclaw_rl.policy_client import SamplingParams
+from openclaw_rl.turns import (
+    TURN_TYPES,
+    classify_turn,
+    next_state_tail,
+    raw_session_id,
+    session_id_for,
+    strip_internal_context,
+)
+from workflows.contracts import TurnPayload, TurnRef
+
+log = get_logger("gateway.chat")
+
+RENDER_IN_THREAD_CHARS = 32_000  # longer conversations render off the event loop
+ABORT_TIMEOUT_S = 2.0
+
+
+@dataclass
+class Headers:
+    session_id: str | None = None
+    turn_type: str | None = None
+    session_done: bool = False
+
+
+@dataclass
+class PreparedTurn:
+    request_id: str
+    created: int
+    user: ApiKey
+    session_id: str
+    turn_type: str
+    session_done: bool
+    messages: list[dict[str, Any]]  # as the client sent them (validated)
+    tools: list[dict[str, Any]]
+    prompt_text: str
+    prompt_ids: list[int]
+    sampling: SamplingParams
+    parse_tools: bool
+    include_usage: bool
+
+
+@dataclass
+class Completed:
+    output_ids: list[int]
+    output_logprobs: list[float]
+    text: str
+    finish_reason: str
+    weight_version: str
+    content: str | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+
+
+def policy_version(weight_version: Any) -> int:
+    """The engine's weight version as the integer policy version (``"3"``, ``"v3"``, ``"step-3"`` -> 3)."""
+    digits = re.findall(r"\d+", str(weight_version or ""))
+    return int(digits[-1]) if digits else 0
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Prepare
+# ---------------------------------------------------------------------------------------------------------------------
+
+async def prepare(gw: Gateway, body: ChatCompletionRequest, user: ApiKey, headers: Headers) -> PreparedTurn:
+    if headers.turn_type is not None and headers.turn_type.strip().lower() not in TURN_TYPES:
+        raise bad_request(f"X-Turn-Type must be one of {', '.join(TURN_TYPES)}", param="X-Turn-Type")
+    messages = [m.model_dump(exclude_none=True) for m in body.messages]
+    tools = [t.model_dump(exclude_none=True) for t in body.tools or []]
+    raw = raw_session_id(messages, header=headers.session_id, body_session_id=body.session_id, body_user=body.user,
+                         prompt_cache_key=body.prompt_cache_key)
+    try:
+        if sum(len(str(m.get("content") or "")) for m in messages) > RENDER_IN_THREAD_CHARS:
+            prompt_text = await asyncio.to_thread(gw.renderer.render_text, messages, tools)
+            prompt_ids = await asyncio.to_thread(gw.renderer.encode, prompt_text)
+        else:
+            prompt_text = gw.renderer.render_text(messages, tools)
+            prompt_ids = gw.renderer.encode(prompt_text)
+    except RenderError as e:
+        raise bad_request(str(e), param="messages") from None
+    return PreparedTurn(
+        request_id=f"chatcmpl-{uuid.uuid4().hex}", created=int(time.time()), user=user,
+        session_id=session_id_for(user.key_id, raw, messages),
+        turn_type=classify_turn(messages, tools, headers.turn_type), session_done=headers.session_done,
+        messages=messages, tools=tools, prompt_text=prompt_text, prompt_ids=prompt_ids,
+        sampling=_sampling(gw, body, len(prompt_ids)),
+        parse_tools=bool(tools) and body.tool_choice != "none",
+        include_usage=bool(body.stream_options and body.stream_options.include_usage),
+    )
+
+
+def _sampling(gw: Gateway, body: ChatCompletionRequest, prompt_len: int) -> SamplingParams:
+    limit = gw.context_length
+    requested = body.max_completion_tokens or body.max_tokens
+    if prompt_len >= limit or (requested and prompt_len + requested > limit):
+        asked = f" and {requested} in the completion" if requested else ""
+        raise bad_request(f"This model's maximum context length is {limit} tokens. However, your request has "
+                          f"{prompt_len} tokens in the messages{asked}. Shorten the messages or the completion.",
+                          param="messages", code="context_length_exceeded")
+    top_k = getattr(body, "top_k", None)
+    return SamplingParams(
+        max_new_tokens=requested or min(limit - prompt_len, gw.default_max_tokens),
+        temperature=1.0 if body.temperature is None else body.temperature,
+        top_p=1.0 if body.top_p is None else body.top_p,
+        top_k=-1 if top_k in (None, 0) else int(top_k),
+        stop=[body.stop] if isinstance(body.stop, str) else (list(body.stop) if body.stop else None),
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Hand-off (runs in the sink's worker thread, after the reply)
+# ---------------------------------------------------------------------------------------------------------------------
+
+def turn_job(gw: Gateway, t: PreparedTurn, done: Completed) -> TurnJob:
+    def build() -> tuple[TurnRef, dict[str, Any]]:
+        trained = strip_internal_context(t.messages)
+        stripped = trained != t.messages
+        prompt_text = gw.renderer.render_text(trained, t.tools) if stripped else t.prompt_text
+        prompt_ids = gw.renderer.encode(prompt_text) if stripped else t.prompt_ids
+        messages = template_messages(trained)
+        version = policy_version(done.weight_version)
+        payload = TurnPayload(messages=messages, tools=t.tools, prompt_ids=prompt_ids,
+                              response_ids=list(done.output_ids), response_logprobs=list(done.output_logprobs),
+                              response_text=done.text, tool_calls=done.tool_calls)
+        ref = TurnRef(request_id=t.request_id, session_id=t.session_id, user=t.user.key_id, turn_type=t.turn_type,
+                      policy_version=version, created_at=float(t.created), payload=payload,
+                      session_done=t.session_done, finish_reason=done.finish_reason,
+                      tail=next_state_tail(messages))
+        record = {"request_id": t.request_id, "session_id": t.session_id, "user": t.user.key_id,
+                  "user_name": t.user.name, "turn_type": t.turn_type, "policy_version": version,
+                  "weight_version": str(done.weight_version), "messages": messages, "tools": t.tools,
+                  "prompt_text": prompt_text, "response_text": done.text, "content": done.content,
+                  "tool_calls": done.tool_calls, "finish_reason": done.finish_reason,
+                  "prompt_tokens": len(prompt_ids), "served_prompt_tokens": len(t.prompt_ids),
+                  "completion_tokens": len(done.output_ids), "internal_context_stripped": stripped,
+                  "session_done": t.session_done, "created_at": t.created}
+        return ref, record
+
+    return TurnJob(session_id=t.session_id, request_id=t.request_id, build=build)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Not streamed
+# ---------------------------------------------------------------------------------------------------------------------
+
+async def _until_disconnect(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _abort(gw: Gateway, rid: str) -> None:
+    with anyio.move_on_after(ABORT_TIMEOUT_S, shield=True):
+        try:
+            await gw.policy.abort(rid)
+        except Exception as e:  # noqa: BLE001 - best effort: the engine may already be done or gone
+            log.warning("engine abort failed", rid=rid, error=repr(e))
+
+
+async def _call_engine(gw: Gateway, request: Request, rid: str, call: Awaitable[Any]) -> Any:
+    """Await an engine call, mapping failures to OpenAI errors; a client that hangs up aborts the engine request."""
+    task = asyncio.ensure_future(call)
+    watcher = asyncio.ensure_future(_until_disconnect(request))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+    if not task.done():
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await _abort(gw, rid)
+        raise ClientGone()
+    try:
+        return task.result()
+    except (OpenAIError, ClientGone):
+        raise
+    except Exception as e:
+        raise engine_error(e) from e
+
+
+class ClientGone(Exception):
+    """The client disconnected before the reply; nothing to send, nothing to train on."""
+
+
+def _finish(raw_reason: Any, calls: list[dict[str, Any]]) -> str:
+    reason = str(raw_reason or "stop")
+    if calls and reason != "length":
+        return "tool_calls"
+    return reason if reason in ("stop", "length") else "stop"
+
+
+async def complete(gw: Gateway, t: PreparedTurn, request: Request) -> ChatCompletion:
+    gen = await _call_engine(gw, request, t.request_id, gw.policy.generate(t.prompt_ids, t.sampling,
+                                                                           rid=t.request_id))
+    content, calls = split_tool_calls(gen.text) if t.parse_tools else (gen.text, [])
+    finish = _finish(gen.finish_reason, calls)
+    done = Completed(output_ids=list(gen.output_ids), output_logprobs=list(gen.output_logprobs), text=gen.text,
+                     finish_reason=finish, weight_version=str(gen.weight_version),
+                     content=content or None if calls else content, tool_calls=calls)
+    gw.sink.submit(turn_job(gw, t, done))
+    message = AssistantMessage(content=done.content,
+                               tool_calls=[ToolCallOut.model_validate(c) for c in calls] or None)
+    return ChatCompletion(
+        id=t.request_id, created=t.created, model=gw.model_name, system_fingerprint=f"policy-{gen.weight_version}",
+        choices=[Choice(message=message, finish_reason=finish)],
+        usage=Usage(prompt_tokens=len(t.prompt_ids), completion_tokens=len(gen.output_ids),
+                    total_tokens=len(t.prompt_ids) + len(gen.output_ids)))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Streamed (server-sent events in the OpenAI chunk format)
+# ---------------------------------------------------------------------------------------------------------------------
+
+class EventStreamResponse(StreamingResponse):
+    """A streaming response that always closes its generator, so an engine request is aborted on disconnect."""
+
+    media_type = "text/event-stream"
+
+    async def stream_response(self, send: Send) -> None:
+        try:
+            await super().stream_response(send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.body_iterator.aclose()  # type: ignore[attr-defined]
+
+
+class _Chunks:
+    def __init__(self, t: PreparedTurn, model: str) -> None:
+        self.base = {"id": t.request_id, "object": "chat.completion.chunk", "created": t.created, "model": model}
+        self.fingerprint: str | None = None
+
+    def event(self, delta: dict[str, Any], finish_reason: str | None = None) -> str:
+        chunk = {**self.base, "system_fingerprint": self.fingerprint,
+                 "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]}
+        return f"data: {json.dumps(chunk, ensure_ascii=False, separators=(',', ':'))}\n\n"
+
+    def usage(self, prompt_tokens: int, completion_tokens: int) -> str:
+        chunk = {**self.base, "system_fingerprint": self.fingerprint, "choices": [],
+                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                           "total_tokens": prompt_tokens + completion_tokens}}
+        return f"data: {json.dumps(chunk, separators=(',', ':'))}\n\n"
+
+
+async def open_stream(gw: Gateway, t: PreparedTurn, request: Request) -> EventStreamResponse:
+    """Start the engine stream before answering, so an unreachable engine is a proper 503, not a broken stream."""
+    engine = gw.policy.generate_stream(t.prompt_ids, t.sampling, rid=t.request_id)
+    try:
+        first = await _call_engine(gw, request, t.request_id, engine.__anext__())
+    except StopAsyncIteration:
+        first = None
+    except BaseException:
+        await engine.aclose()
+        raise
+    return EventStreamResponse(_stream(gw, t, engine, first), headers={"X-Session-Id": t.session_id,
+                                                                        "Cache-Control": "no-cache"})
+
+
+async def _stream(gw: Gateway, t: PreparedTurn, engine: AsyncIterator[Any], first: Any) -> AsyncIterator[str]:
+    chunks = _Chunks(t, gw.model_name)
+    parser = ToolCallStream() if t.parse_tools else None
+    ids: list[int] = []
+    logprobs: list[float] = []
+    text: list[str] = []
+    held_ws = ""  # whitespace-only content held back: dropped if a tool call follows, as in the non-streamed reply
+    reason: Any = None
+    version: Any = ""
+    complete_ = False
+    try:
+        yield chunks.event({"role": "assistant", "content": ""})
+        pending = [first] if first is not None else []
+        async for chunk in _chain(pending, engine):
+            ids.extend(chunk.output_ids)
+            logprobs.extend(chunk.output_logprobs)
+            text.append(chunk.text)
+            version = chunk.weight_version or version
+            chunks.fingerprint = f"policy-{version}"
+            events = parser.feed(chunk.text) if parser else ([_Text(chunk.text)] if chunk.text else [])
+            for out, held_ws in _deltas(events, held_ws, parser):
+                yield chunks.event(out)
+            if chunk.finished:
+                reason = chunk.finish_reason
+                break
+        tail = parser.finish() if parser else []
+        for out, held_ws in _deltas(tail, held_ws, parser):
+            yield chunks.event(out)
+        calls = parser.calls if parser else []
+        if held_ws and not calls:
+            yield chunks.event({"content": held_ws})
+        finish = _finish(reason, calls)
+        full = "".join(text)
+        content = split_tool_calls(full)[0] if calls else full
+        complete_ = True
+        gw.sink.submit(turn_job(gw, t, Completed(ids, logprobs, full, finish, str(version), content or None
+                                                 if calls else content, calls)))
+        yield chunks.event({}, finish_reason=finish)
+        if t.include_usage:
+            yield chunks.usage(len(t.prompt_ids), len(ids))
+        yield "data: [DONE]\n\n"
+    except (asyncio.CancelledError, GeneratorExit):
+        raise
+    except Exception as e:  # noqa: BLE001 - headers are sent: report in-band, as OpenAI does
+        err = e if isinstance(e, OpenAIError) else engine_error(e)
+        log.warning("stream failed", request_id=t.request_id, error=str(err.detail))
+        yield f"data: {json.dumps(error_body(str(err.detail), err.type, None, err.code))}\n\n"
+    finally:
+        if not complete_:
+            await _abort(gw, t.request_id)
+        with anyio.CancelScope(shield=True):
+            await engine.aclose()  # type: ignore[attr-defined]
+
+
+@dataclass
+class _Text:
+    content: str
+    tool_call: None = None
+
+
+async def _chain(first: list[Any], rest: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    for item in first:
+        yield item
+    async for item in rest:
+        yield item
+
+
+def _deltas(events: list[Any], held_ws: str, parser: ToolCallStream | None) -> Any:
+    """OpenAI deltas for parser events, paired with the whitespace still held back after each."""
+    for ev in events:
+        if ev.tool_call is not None:
+            held_ws = ""
+            index = len([c for c in parser.calls if c is not ev.tool_call]) if parser else 0
+            call = ev.tool_call
+            yield {"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                                   "function": {"name": call["function"]["name"],
+                                                "arguments": call["function"]["arguments"]}}]}, held_ws
+        elif ev.content:
+            if parser is not None and not ev.content.strip():
+                held_ws += ev.content
+                continue
+            if parser is not None and parser.calls and not held_ws and not ev.content.strip():
+                continue
+            yield {"content": held_ws + ev.content}, ""
+            held_ws = ""
+    return
+
+
+Handler = Callable[..., Awaitable[Any]]

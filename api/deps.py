@@ -1,0 +1,66 @@
+"""The gateway's shared state (opened once by the lifespan) and the dependencies handlers declare."""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+
+from api.errors import OpenAIError
+from api.render import PromptRenderer
+from api.sink import TurnSink
+from openclaw_rl.keys import ApiKey, KeyStore
+from openclaw_rl.settings import Settings
+
+ADMIN_KEY_ID = "admin"
+
+
+@dataclass
+class Gateway:
+    settings: Settings
+    policy: Any  # PolicyClient, or any object with its async generate / generate_stream / abort / health
+    renderer: PromptRenderer
+    keys: KeyStore
+    sink: TurnSink
+    model_name: str
+    context_length: int
+    default_max_tokens: int
+
+
+def get_gateway(request: Request) -> Gateway:
+    return request.app.state.gateway
+
+
+GatewayDep = Annotated[Gateway, Depends(get_gateway)]
+
+
+def _presented_key(request: Request) -> str | None:
+    auth = request.headers.get("authorization")
+    if auth:
+        scheme, _, value = auth.partition(" ")
+        return value.strip() if scheme.lower() == "bearer" and value.strip() else None
+    return request.headers.get("x-api-key") or None
+
+
+def require_key(request: Request, gw: GatewayDep) -> ApiKey:
+    """The caller's API key (``Authorization: Bearer <key>`` or ``X-API-Key``), or a 401 in the OpenAI shape.
+
+    Besides the per-user keys, the operator's admin key (``OPENCLAW_ADMIN_KEY``) is accepted as user ``admin``.
+    """
+    key = _presented_key(request)
+    if not key:
+        raise OpenAIError(401, "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.",
+                          type="invalid_request_error", code="missing_api_key",
+                          headers={"WWW-Authenticate": "Bearer"})
+    found = gw.keys.verify(key)
+    if found is None and hmac.compare_digest(key.encode(), gw.settings.admin_key.get_secret_value().encode()):
+        found = ApiKey(key_id=ADMIN_KEY_ID, name=ADMIN_KEY_ID)
+    if found is None:
+        raise OpenAIError(401, "Incorrect or revoked API key.", type="authentication_error", code="invalid_api_key",
+                          headers={"WWW-Authenticate": "Bearer"})
+    return found
+
+
+AuthKey = Annotated[ApiKey, Depends(require_key)]

@@ -1,0 +1,205 @@
+"""The local engine's HTTP server: a subset of SGLang's native API plus OpenAI chat, over the pure-torch runner.
+
+``create_app(config)`` builds the app; its lifespan loads the model, starts the scheduler and stops it on shutdown.
+Every malformed request is a 400 with ``{"error": {"message": ...}}``; nothing a client sends should give a 500.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from engine.request import Req
+from engine.sampling import SamplingConfig
+from engine.schemas import (AbortReq, DetokenizeRequest, PauseGenerationReqInput, TokenizeRequest,
+                            UpdateWeightFromDiskReqInput)
+from engine.state import BadRequest, EngineConfig, EngineState, State, check_api_key, parse
+from openclaw_rl.logging import get_logger
+
+log = get_logger("engine.server")
+router = APIRouter(dependencies=[Depends(check_api_key)])
+public = APIRouter()
+
+
+def build_state(config: EngineConfig) -> EngineState:
+    import torch
+
+    from engine.model import load_weights
+    from engine.runner import Runner, Tokenizer
+    from engine.scheduler import Scheduler
+
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    weights = load_weights(config.model_path, config.weight_version)
+    tokenizer = Tokenizer(config.model_path)
+    ctx = min(config.context_length or weights.config.max_position_embeddings,
+              weights.config.max_position_embeddings)
+    runner = Runner(weights, tokenizer, slots=config.max_batch, context_len=ctx)
+    scheduler = Scheduler(runner, weights, max_running=config.max_batch)
+    return EngineState(config=config, scheduler=scheduler, tokenizer=tokenizer, context_len=ctx,
+                       vocab_size=weights.config.vocab_size)
+
+
+def create_app(config: EngineConfig) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state = build_state(config)
+        app.state.engine = state
+        state.scheduler.start()
+        log.info("engine ready", model_path=str(config.model_path), context_len=state.context_len,
+                 max_batch=config.max_batch, weight_version=state.scheduler.weights.version)
+        try:
+            yield
+        finally:
+            await state.scheduler.stop()
+
+    from engine.generate import router as generate_router
+    from engine.openai_api import router as openai_router
+
+    app = FastAPI(title="openclaw-rl local engine", lifespan=lifespan)
+    app.include_router(public)
+    app.include_router(router)
+    app.include_router(generate_router)
+    app.include_router(openai_router)
+    _install_error_handlers(app)
+    return app
+
+
+def error_body(message: str, code: int, kind: str = "BadRequestError") -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "code": code}}
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(BadRequest)
+    async def _bad(_: Request, exc: BadRequest) -> JSONResponse:
+        return JSONResponse(error_body(exc.message, 400), status_code=400)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        msg = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:6])
+        return JSONResponse(error_body(msg, 400), status_code=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse(error_body(str(exc.detail), exc.status_code, "HTTPError"), status_code=exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def _internal(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error")
+        return JSONResponse(error_body(f"internal error: {exc}", 500, "InternalServerError"), status_code=500)
+
+
+# -- health and info --------------------------------------------------------------------------------------------
+@public.get("/health")
+async def health() -> Response:
+    return Response(status_code=200)
+
+
+@router.get("/health_generate")
+async def health_generate(state: State) -> Response:
+    """200 when a one-token generation completes (or generation is paused on purpose), else 503."""
+    import asyncio
+
+    if state.scheduler.paused:
+        return Response(status_code=200)
+    req = Req(input_ids=[0], sampling=SamplingConfig(max_new_tokens=1, temperature=0.0),
+              rid=f"HEALTH_CHECK_{time.time_ns()}")
+    state.scheduler.submit(req)
+    try:
+        assert req.events is not None
+        async with asyncio.timeout(20):
+            while (await req.events.get())["meta_info"]["finish_reason"] is None:
+                pass
+    except TimeoutError:
+        state.scheduler.abort(req.rid, message="health check timed out")
+        return Response(status_code=503)
+    return Response(status_code=200)
+
+
+@router.get("/get_model_info")
+async def get_model_info(state: State) -> dict[str, Any]:
+    w = state.scheduler.weights
+    return {
+        "model_path": w.path, "tokenizer_path": str(state.config.model_path), "is_generation": True,
+        "preferred_sampling_params": None, "weight_version": w.version, "served_model_name": state.config.model_name,
+        "context_length": state.context_len, "vocab_size": state.vocab_size,
+        "max_running_requests": state.config.max_batch, "eos_token_ids": list(w.config.eos_token_ids),
+        **state.scheduler.stats(), **state.counters,
+    }
+
+
+@router.get("/get_weight_version")
+async def get_weight_version(state: State) -> dict[str, str]:
+    return {"weight_version": state.scheduler.weights.version}
+
+
+# -- control ----------------------------------------------------------------------------------------------------
+@router.post("/update_weights_from_disk")
+async def update_weights_from_disk(request: Request, state: State) -> JSONResponse:
+    body = await parse(request, UpdateWeightFromDiskReqInput)
+    ok, message = await state.scheduler.update_weights(body.model_path, body.weight_version,
+                                                       abort_all=body.abort_all_requests)
+    content = {"success": ok, "message": message, "num_paused_requests": 0}
+    return JSONResponse(content, status_code=200 if ok else 400)
+
+
+@router.post("/flush_cache")
+async def flush_cache() -> PlainTextResponse:
+    # No prefix cache is kept between requests, so there is nothing to flush.
+    return PlainTextResponse("Cache flushed.\n")
+
+
+@router.post("/pause_generation")
+async def pause_generation(request: Request, state: State) -> dict[str, Any]:
+    body = await parse(request, PauseGenerationReqInput)
+    state.scheduler.pause(body.mode)
+    return {"success": True, "message": f"generation paused (mode={body.mode})"}
+
+
+@router.post("/continue_generation")
+async def continue_generation(state: State) -> dict[str, Any]:
+    state.scheduler.resume()
+    return {"success": True, "message": "generation continued"}
+
+
+@router.post("/abort_request")
+async def abort_request(request: Request, state: State) -> Response:
+    body = await parse(request, AbortReq)
+    if not body.rid and not body.abort_all:
+        raise BadRequest("provide 'rid' or set 'abort_all'")
+    state.counters["aborted_requests"] += state.scheduler.abort(body.rid, abort_all=body.abort_all)
+    return Response(status_code=200)
+
+
+# -- tokenizer --------------------------------------------------------------------------------------------------
+@router.post("/tokenize")
+@router.post("/v1/tokenize")
+async def tokenize(request: Request, state: State) -> dict[str, Any]:
+    body = await parse(request, TokenizeRequest)
+    prompt = body.prompt if body.prompt is not None else body.text
+    if isinstance(prompt, str):
+        tokens = state.tokenizer.encode(prompt, add_special_tokens=body.add_special_tokens)
+        return {"tokens": tokens, "count": len(tokens), "max_model_len": state.context_len}
+    assert prompt is not None
+    many = [state.tokenizer.encode(p, add_special_tokens=body.add_special_tokens) for p in prompt]
+    return {"tokens": many, "count": [len(t) for t in many], "max_model_len": state.context_len}
+
+
+@router.post("/detokenize")
+@router.post("/v1/detokenize")
+async def detokenize(request: Request, state: State) -> dict[str, Any]:
+    body = await parse(request, DetokenizeRequest)
+    batch = body.tokens if body.tokens and isinstance(body.tokens[0], list) else [body.tokens]
+    for ids in batch:
+        bad = [t for t in ids if not 0 <= t < state.vocab_size]  # type: ignore[operator]
+        if bad:
+            raise BadRequest(f"token id {bad[0]} is out of vocabulary (size {state.vocab_size})")
+    texts = [state.tokenizer.decode(ids, body.skip_special_tokens) for ids in batch]  # type: ignore[arg-type]
+    return {"text": texts if batch is body.tokens else texts[0]}

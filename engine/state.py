@@ -1,0 +1,86 @@
+"""What every route needs: the engine state, body parsing, error responses and the optional API key."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+from fastapi import Depends, HTTPException, Request
+from pydantic import BaseModel, ValidationError
+
+from engine.runner import Tokenizer
+from engine.scheduler import Scheduler
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass
+class EngineConfig:
+    model_path: Path
+    max_batch: int = 16
+    context_length: int | None = None  # default: the model's max_position_embeddings
+    weight_version: str = "default"
+    served_model_name: str | None = None
+    api_key: str | None = None
+    threads: int | None = None
+    incremental_streaming_output: bool = False
+
+    @property
+    def model_name(self) -> str:
+        return self.served_model_name or Path(self.model_path).name
+
+
+@dataclass
+class EngineState:
+    config: EngineConfig
+    scheduler: Scheduler
+    tokenizer: Tokenizer
+    context_len: int
+    vocab_size: int
+    counters: dict[str, int] = field(default_factory=lambda: {"requests": 0, "aborted_requests": 0})
+
+
+class BadRequest(Exception):
+    """Turned into ``400 {"error": {"message": ...}}``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def get_state(request: Request) -> EngineState:
+    return request.app.state.engine
+
+
+def check_api_key(request: Request) -> None:
+    key = request.app.state.engine.config.api_key
+    if not key:
+        return
+    given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+    if not secrets.compare_digest(given.encode(), key.encode()):
+        raise HTTPException(status_code=401, detail="invalid or missing API key")
+
+
+State = Annotated[EngineState, Depends(get_state)]
+
+
+def describe(exc: ValidationError) -> str:
+    """One line per problem, without pydantic's union-branch noise."""
+    lines: list[str] = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p.startswith("function"))))
+        msg = err["msg"].removeprefix("Value error, ")
+        line = f"{loc}: {msg}" if loc and not msg.startswith(loc) else msg
+        if line not in lines:
+            lines.append(line)
+    return "; ".join(lines[:6])
+
+
+async def parse(request: Request, model: type[M]) -> M:
+    body = await request.body()
+    try:
+        return model.model_validate_json(body or b"{}")
+    except ValidationError as exc:
+        raise BadRequest(describe(exc)) from None

@@ -1,0 +1,274 @@
+"""Build the embedded tiny model from scratch: corpus -> BPE tokenizer -> Qwen3 weights, on CPU, seeded, cached.
+
+``build_tiny(out_dir, preset)`` writes an ordinary Hugging Face folder (config.json, model.safetensors,
+generation_config.json, tokenizer.json, tokenizer_config.json with the chat template) plus ``build_stamp.json``. The
+stamp holds a hash of the preset and of the source files that shape the data; a folder whose stamp matches is reused
+as is, so a second call returns at once. Builds take a file lock and write to a temporary folder that is renamed into
+place, so concurrent callers build once and never see half a model.
+
+Training is plain next-token cross-entropy on assistant tokens only (everything else is context), AdamW with linear
+warm-up and cosine decay, fresh synthetic conversations every step (no epochs).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import math
+import os
+import random
+import shutil
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+STAMP = "build_stamp.json"
+_SOURCES = ["envs/personal/problems.py", "envs/personal/styles.py", "tinymodel/corpus.py", "tinymodel/tokenizer.py",
+            "tinymodel/chat_template.py", "tinymodel/build.py"]
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    hidden_size: int = 256
+    intermediate_size: int = 768
+    num_layers: int = 4
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    head_dim: int = 64
+    max_positions: int = 2048
+    vocab_size: int = 2048
+    tokenizer_texts: int = 6000  # conversations the BPE merges are learnt from
+    steps: int = 260
+    batch_size: int = 32
+    max_len: int = 512  # longer conversations are dropped
+    lr: float = 2e-3
+    min_lr_ratio: float = 0.1
+    warmup: int = 20
+    weight_decay: float = 0.05
+    grad_clip: float = 1.0
+    seed: int = 0
+    default_ai: float = 0.87  # share of unhinted homework answers in the AI-looking style
+    default_terse: float = 0.85  # share of unhinted grading comments that are terse
+
+
+PRESETS = {
+    "default": BuildConfig(),
+    "test": BuildConfig(hidden_size=128, intermediate_size=384, num_layers=2, head_dim=32, tokenizer_texts=3000,
+                        steps=120, batch_size=16, lr=3e-3, warmup=10),
+}
+
+
+def default_path(preset: str) -> Path:
+    from openclaw_rl.settings import get_settings
+
+    base = Path(get_settings().model_path)
+    return base if preset == "default" else base.with_name(f"{base.name}-{preset}")
+
+
+def config_hash(cfg: BuildConfig) -> str:
+    h = hashlib.sha256(json.dumps(asdict(cfg), sort_keys=True).encode())
+    for rel in _SOURCES:
+        h.update((_ROOT / rel).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def read_stamp(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((Path(path) / STAMP).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def is_built(path: Path, preset: str = "default") -> bool:
+    stamp = read_stamp(path)
+    return bool(stamp) and stamp.get("config_hash") == config_hash(PRESETS[preset])
+
+
+@contextmanager
+def _locked(path: Path):  # noqa: ANN202
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(f".{path.name}.lock"), "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def build_tiny(out_dir: Path | None = None, preset: str = "default", force: bool = False,
+               progress: bool = True) -> Path:
+    """Build (or reuse) the tiny model of ``preset`` in ``out_dir`` (default: ``default_path(preset)``)."""
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose from {sorted(PRESETS)}")
+    out = Path(out_dir) if out_dir is not None else default_path(preset)
+    cfg = PRESETS[preset]
+    with _locked(out):
+        if not force and is_built(out, preset):
+            return out
+        if out.exists() and any(out.iterdir()) and read_stamp(out) is None and not (out / "config.json").exists():
+            raise FileExistsError(f"{out} exists and does not hold a built model; refusing to overwrite it")
+        tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            stamp = _build(cfg, tmp, progress)
+            stamp |= {"preset": preset, "config_hash": config_hash(cfg)}
+            (tmp / STAMP).write_text(json.dumps(stamp, indent=2) + "\n")
+            shutil.rmtree(out, ignore_errors=True)
+            tmp.rename(out)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def ensure_tiny(preset: str = "default") -> Path:
+    """The path of the ``preset`` model, built first if missing or stale."""
+    return build_tiny(default_path(preset), preset)
+
+
+def _render(conversations: list[dict]) -> list[str]:
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    from tinymodel.chat_template import CHAT_TEMPLATE
+
+    return [render_jinja_template([c["messages"]], tools=c["tools"], chat_template=CHAT_TEMPLATE)[0][0]
+            for c in conversations]
+
+
+def assistant_spans(text: str) -> list[tuple[int, int]]:
+    """Character spans of assistant replies in a rendered chat, each including its closing ``<|im_end|>``."""
+    from tinymodel.tokenizer import IM_END, IM_START
+
+    opener, spans, at = f"{IM_START}assistant\n", [], 0
+    while (start := text.find(opener, at)) >= 0:
+        begin = start + len(opener)
+        end = text.find(IM_END, begin)
+        end = len(text) if end < 0 else end + len(IM_END)
+        spans.append((begin, end))
+        at = end
+    return spans
+
+
+def encode(tok: Any, texts: list[str], max_len: int) -> list[tuple[list[int], list[bool]]]:
+    """(ids, target mask) per text; the mask is True on assistant tokens. Texts over ``max_len`` tokens are dropped."""
+    out = []
+    for text, enc in zip(texts, tok.encode_batch(texts)):
+        if len(enc.ids) > max_len:
+            continue
+        spans = assistant_spans(text)
+        mask = [any(b <= s and e <= end for b, end in spans) for s, e in enc.offsets]
+        out.append((enc.ids, mask))
+    return out
+
+
+def _batches(rows: list[tuple[list[int], list[bool]]], cfg: BuildConfig, rng: random.Random) -> list[list[int]]:
+    """Index batches of similar length (less padding), in random order."""
+    order = list(range(len(rows)))
+    rng.shuffle(order)
+    chunk, batches = cfg.batch_size * 16, []
+    for i in range(0, len(order), chunk):
+        group = sorted(order[i:i + chunk], key=lambda j: len(rows[j][0]))
+        batches += [group[k:k + cfg.batch_size] for k in range(0, len(group), cfg.batch_size)]
+    rng.shuffle(batches)
+    return [b for b in batches if len(b) == cfg.batch_size][:cfg.steps]
+
+
+def _collate(rows: list[tuple[list[int], list[bool]]], pad_id: int):  # noqa: ANN202
+    import torch
+
+    width = max(len(ids) for ids, _ in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(rows), width), dtype=torch.long)
+    target = torch.zeros((len(rows), width), dtype=torch.bool)
+    for i, (row, mask) in enumerate(rows):
+        ids[i, :len(row)] = torch.tensor(row)
+        attn[i, :len(row)] = 1
+        target[i, :len(mask)] = torch.tensor(mask)
+    return ids, attn, target
+
+
+def assistant_loss(model: Any, ids: Any, attn: Any, target: Any) -> Any:
+    """Mean cross-entropy of the tokens marked in ``target`` [B, T]; the LM head runs on those positions only."""
+    import torch.nn.functional as F
+
+    hidden = model.model(input_ids=ids, attention_mask=attn).last_hidden_state  # [B, T, H]
+    predicting = target[:, 1:]  # position t predicts token t+1
+    logits = model.lm_head(hidden[:, :-1][predicting])  # [N, V]
+    return F.cross_entropy(logits, ids[:, 1:][predicting])
+
+
+def model_config(cfg: BuildConfig, vocab_size: int, eos_id: int, pad_id: int) -> Any:
+    from transformers import Qwen3Config
+
+    return Qwen3Config(
+        vocab_size=vocab_size, hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size,
+        num_hidden_layers=cfg.num_layers, num_attention_heads=cfg.num_heads, num_key_value_heads=cfg.num_kv_heads,
+        head_dim=cfg.head_dim, max_position_embeddings=cfg.max_positions, tie_word_embeddings=True,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, bos_token_id=None, eos_token_id=eos_id,
+        pad_token_id=pad_id, dtype="float32", architectures=["Qwen3ForCausalLM"])
+
+
+def _build(cfg: BuildConfig, out: Path, progress: bool) -> dict[str, Any]:
+    import torch
+    from tqdm import tqdm
+    from transformers import GenerationConfig, Qwen3ForCausalLM
+
+    from tinymodel.corpus import conversations
+    from tinymodel.tokenizer import IM_END, PAD, save_hf_tokenizer, train_bpe
+
+    started = time.monotonic()
+    threads = max(1, min(2, os.cpu_count() or 1))
+    torch.set_num_threads(threads)
+    rng = random.Random(cfg.seed)
+    # Enough conversations for every step, plus slack for the ones dropped as too long.
+    texts = _render(conversations(int(cfg.steps * cfg.batch_size * 1.05) + cfg.batch_size, cfg.seed,
+                                  cfg.default_ai, cfg.default_terse))
+    tok = train_bpe(texts[:cfg.tokenizer_texts], cfg.vocab_size)
+    eos_id, pad_id = tok.token_to_id(IM_END), tok.token_to_id(PAD)
+    rows = encode(tok, texts, cfg.max_len)
+    batches = _batches(rows, cfg, rng)
+
+    torch.manual_seed(cfg.seed)
+    model = Qwen3ForCausalLM(model_config(cfg, tok.get_vocab_size(), eos_id, pad_id)).float()
+    model.train()
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
+    rest = [p for n, p in model.named_parameters() if p.ndim < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay}, {"params": rest, "weight_decay": 0.0}],
+                            lr=cfg.lr, betas=(0.9, 0.95))
+
+    def lr_at(step: int) -> float:
+        if step < cfg.warmup:
+            return cfg.lr * (step + 1) / cfg.warmup
+        t = (step - cfg.warmup) / max(1, len(batches) - cfg.warmup)
+        return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * t)))
+
+    losses: list[float] = []
+    bar = tqdm(batches, desc="training tiny model", unit="step", disable=not progress, dynamic_ncols=True)
+    for step, batch in enumerate(bar):
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step)
+        loss = assistant_loss(model, *_collate([rows[i] for i in batch], pad_id))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        losses.append(loss.item())
+        bar.set_postfix(loss=f"{sum(losses[-10:]) / len(losses[-10:]):.3f}")
+
+    out.mkdir(parents=True)
+    model.eval()
+    model.save_pretrained(str(out), safe_serialization=True)
+    GenerationConfig(bos_token_id=None, eos_token_id=[eos_id, pad_id], pad_token_id=pad_id, do_sample=True,
+                     temperature=0.8, top_p=0.95, max_new_tokens=256).save_pretrained(str(out))
+    save_hf_tokenizer(tok, out, cfg.max_positions)
+    return {"config": asdict(cfg), "params": sum(p.numel() for p in model.parameters()),
+            "vocab_size": tok.get_vocab_size(), "train_conversations": len(batches) * cfg.batch_size,
+            "final_loss": round(sum(losses[-20:]) / max(1, len(losses[-20:])), 4),
+            "build_seconds": round(time.monotonic() - started, 1), "torch_threads": threads}
+
+
+def with_overrides(preset: str, **overrides: Any) -> BuildConfig:
+    return replace(PRESETS[preset], **overrides)

@@ -1,0 +1,116 @@
+"""A Megatron-core ``GPTModel`` with the architecture of a Hugging Face Qwen3 config.
+
+Qwen3 -> ``TransformerConfig``: RMSNorm (``rms_norm_eps``), SwiGLU MLP (gated linear unit + SiLU), no linear biases,
+grouped-query attention (``num_query_groups`` = KV heads, ``kv_channels`` = head_dim), per-head RMSNorm on queries
+and keys (``qk_layernorm``), rotary embeddings over the whole head with Qwen's ``rope_theta``, no dropout. Layers come
+from ``get_gpt_layer_local_spec`` (Megatron's own modules, no Transformer Engine), so the same model runs on CPU.
+
+Weights are not initialised here (``perform_initialization=False``): they are loaded from the HF folder through
+``trainer.megatron.convert``. The vocabulary is padded to ``convert.padded_vocab_size``; the padded logit columns
+exist in the model's output and callers must mask them (``trainer.megatron.backend`` does).
+
+Not supported (refused with a clear error): attention biases, sliding-window attention, RoPE scaling.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from trainer.megatron.convert import QwenDims
+
+
+def rope_theta(hf_cfg: Any) -> float:
+    params = getattr(hf_cfg, "rope_parameters", None) or getattr(hf_cfg, "rope_scaling", None) or {}
+    rope_type = params.get("rope_type", params.get("type", "default"))
+    if rope_type != "default":
+        raise ValueError(f"RoPE scaling ({rope_type!r}) is not supported by the Megatron backend")
+    return float(params.get("rope_theta", getattr(hf_cfg, "rope_theta", 10000.0)))
+
+
+def check_supported(hf_cfg: Any) -> None:
+    if getattr(hf_cfg, "attention_bias", False):
+        raise ValueError("attention_bias=True is not supported by the Megatron backend")
+    if getattr(hf_cfg, "use_sliding_window", False):
+        raise ValueError("sliding-window attention is not supported by the Megatron backend")
+    if getattr(hf_cfg, "hidden_act", "silu") != "silu":
+        raise ValueError(f"hidden_act={hf_cfg.hidden_act!r}: only SiLU (SwiGLU) is supported")
+
+
+def transformer_config(hf_cfg: Any, tp: int = 1, dtype: torch.dtype = torch.float32, use_cpu: bool = True):
+    """The ``TransformerConfig`` of an HF Qwen3 config at tensor-parallel size ``tp``."""
+    from megatron.core.transformer import TransformerConfig
+
+    check_supported(hf_cfg)
+    dims = QwenDims.from_hf_config(hf_cfg)
+    dims.check_tp(tp)
+    return TransformerConfig(
+        num_layers=dims.num_layers,
+        hidden_size=dims.hidden_size,
+        ffn_hidden_size=dims.ffn_hidden_size,
+        num_attention_heads=dims.num_heads,
+        num_query_groups=dims.num_kv_heads,
+        kv_channels=dims.head_dim,
+        normalization="RMSNorm",
+        layernorm_epsilon=hf_cfg.rms_norm_eps,
+        qk_layernorm=True,
+        gated_linear_unit=True,
+        activation_func=F.silu,
+        add_bias_linear=False,
+        add_qkv_bias=False,
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+        attention_softmax_in_fp32=True,
+        apply_query_key_layer_scaling=False,
+        init_method_std=getattr(hf_cfg, "initializer_range", 0.02),
+        tensor_model_parallel_size=tp,
+        sequence_parallel=False,
+        params_dtype=dtype,
+        bf16=dtype == torch.bfloat16,
+        fp16=dtype == torch.float16,
+        use_cpu_initialization=use_cpu,
+        perform_initialization=False,
+        # the fused kernels are CUDA-only; the unfused paths are exact
+        bias_activation_fusion=False,
+        bias_dropout_fusion=False,
+        masked_softmax_fusion=False,
+        apply_rope_fusion=False,
+        gradient_accumulation_fusion=False,
+        persist_layer_norm=False,
+    )
+
+
+def build_gpt_model(hf_cfg: Any, padded_vocab: int, tp: int = 1, dtype: torch.dtype = torch.float32,
+                    use_cpu: bool = True):
+    """A ``GPTModel`` (pre- and post-process, no pipeline split) matching ``hf_cfg``; weights uninitialised.
+
+    Needs ``megatron.core.parallel_state`` initialised with tensor-parallel size ``tp``.
+    """
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+
+    config = transformer_config(hf_cfg, tp=tp, dtype=dtype, use_cpu=use_cpu)
+    spec = get_gpt_layer_local_spec(qk_layernorm=True, normalization="RMSNorm")
+    return GPTModel(
+        config=config,
+        transformer_layer_spec=spec,
+        vocab_size=padded_vocab,
+        max_sequence_length=hf_cfg.max_position_embeddings,
+        pre_process=True,
+        post_process=True,
+        parallel_output=True,  # logits stay vocab-sharded; the loss is vocab-parallel
+        share_embeddings_and_output_weights=QwenDims.from_hf_config(hf_cfg).tied,
+        position_embedding_type="rope",
+        rotary_percent=1.0,
+        rotary_base=rope_theta(hf_cfg),
+    )
+
+
+def causal_mask(seq_len: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """[1, 1, S, S] bool, True where attention is blocked (Megatron's convention).
+
+    Passed explicitly: Megatron's default causal mask is allocated on ``cuda``.
+    """
+    return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).triu(1)[None, None]
