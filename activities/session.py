@@ -33,9 +33,17 @@ class SessionActivities:
         self.judge = judge
         self.policy = policy  # openclaw_rl.policy_client.PolicyClient
         self.store = store  # openclaw_rl.store.ObjectStore
-        self.tokenizer = tokenizer
+        self._tokenizer = tokenizer  # a tokenizer, or a model folder to load it from on first use
 
     # -- helpers ------------------------------------------------------------------------------------------------------
+    @property
+    def tokenizer(self) -> Any:
+        if isinstance(self._tokenizer, str):
+            from transformers import AutoTokenizer
+
+            self._tokenizer = AutoTokenizer.from_pretrained(self._tokenizer)
+        return self._tokenizer
+
     def payload(self, turn: TurnRef) -> TurnPayload:
         if turn.payload is not None:
             return turn.payload

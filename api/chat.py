@@ -14,7 +14,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -225,7 +225,7 @@ async def complete(gw: Gateway, t: PreparedTurn, request: Request) -> ChatComple
     finish = _finish(gen.finish_reason, calls)
     done = Completed(output_ids=list(gen.output_ids), output_logprobs=list(gen.output_logprobs), text=gen.text,
                      finish_reason=finish, weight_version=str(gen.weight_version),
-                     content=content or None if calls else content, tool_calls=calls)
+                     content=(content or None) if calls else content, tool_calls=calls)
     gw.sink.submit(turn_job(gw, t, done))
     message = AssistantMessage(content=done.content,
                                tool_calls=[ToolCallOut.model_validate(c) for c in calls] or None)
@@ -286,62 +286,47 @@ async def open_stream(gw: Gateway, t: PreparedTurn, request: Request) -> EventSt
 
 async def _stream(gw: Gateway, t: PreparedTurn, engine: AsyncIterator[Any], first: Any) -> AsyncIterator[str]:
     chunks = _Chunks(t, gw.model_name)
-    parser = ToolCallStream() if t.parse_tools else None
+    deltas = _Deltas(ToolCallStream() if t.parse_tools else None)
     ids: list[int] = []
     logprobs: list[float] = []
     text: list[str] = []
-    held_ws = ""  # whitespace-only content held back: dropped if a tool call follows, as in the non-streamed reply
     reason: Any = None
     version: Any = ""
-    complete_ = False
+    finished = False
     try:
         yield chunks.event({"role": "assistant", "content": ""})
-        pending = [first] if first is not None else []
-        async for chunk in _chain(pending, engine):
+        async for chunk in _chain([first] if first is not None else [], engine):
             ids.extend(chunk.output_ids)
             logprobs.extend(chunk.output_logprobs)
             text.append(chunk.text)
             version = chunk.weight_version or version
             chunks.fingerprint = f"policy-{version}"
-            events = parser.feed(chunk.text) if parser else ([_Text(chunk.text)] if chunk.text else [])
-            for out, held_ws in _deltas(events, held_ws, parser):
-                yield chunks.event(out)
+            for delta in deltas.feed(chunk.text):
+                yield chunks.event(delta)
             if chunk.finished:
                 reason = chunk.finish_reason
                 break
-        tail = parser.finish() if parser else []
-        for out, held_ws in _deltas(tail, held_ws, parser):
-            yield chunks.event(out)
-        calls = parser.calls if parser else []
-        if held_ws and not calls:
-            yield chunks.event({"content": held_ws})
+        for delta in deltas.finish():
+            yield chunks.event(delta)
+        calls = deltas.calls
         finish = _finish(reason, calls)
         full = "".join(text)
-        content = split_tool_calls(full)[0] if calls else full
-        complete_ = True
-        gw.sink.submit(turn_job(gw, t, Completed(ids, logprobs, full, finish, str(version), content or None
-                                                 if calls else content, calls)))
+        content = (split_tool_calls(full)[0] or None) if calls else full
+        finished = True
+        gw.sink.submit(turn_job(gw, t, Completed(ids, logprobs, full, finish, str(version), content, calls)))
         yield chunks.event({}, finish_reason=finish)
         if t.include_usage:
             yield chunks.usage(len(t.prompt_ids), len(ids))
         yield "data: [DONE]\n\n"
-    except (asyncio.CancelledError, GeneratorExit):
-        raise
     except Exception as e:  # noqa: BLE001 - headers are sent: report in-band, as OpenAI does
         err = e if isinstance(e, OpenAIError) else engine_error(e)
         log.warning("stream failed", request_id=t.request_id, error=str(err.detail))
         yield f"data: {json.dumps(error_body(str(err.detail), err.type, None, err.code))}\n\n"
     finally:
-        if not complete_:
+        if not finished:
             await _abort(gw, t.request_id)
         with anyio.CancelScope(shield=True):
             await engine.aclose()  # type: ignore[attr-defined]
-
-
-@dataclass
-class _Text:
-    content: str
-    tool_call: None = None
 
 
 async def _chain(first: list[Any], rest: AsyncIterator[Any]) -> AsyncIterator[Any]:
@@ -351,25 +336,43 @@ async def _chain(first: list[Any], rest: AsyncIterator[Any]) -> AsyncIterator[An
         yield item
 
 
-def _deltas(events: list[Any], held_ws: str, parser: ToolCallStream | None) -> Any:
-    """OpenAI deltas for parser events, paired with the whitespace still held back after each."""
-    for ev in events:
-        if ev.tool_call is not None:
-            held_ws = ""
-            index = len([c for c in parser.calls if c is not ev.tool_call]) if parser else 0
-            call = ev.tool_call
-            yield {"tool_calls": [{"index": index, "id": call["id"], "type": "function",
-                                   "function": {"name": call["function"]["name"],
-                                                "arguments": call["function"]["arguments"]}}]}, held_ws
-        elif ev.content:
-            if parser is not None and not ev.content.strip():
-                held_ws += ev.content
-                continue
-            if parser is not None and parser.calls and not held_ws and not ev.content.strip():
-                continue
-            yield {"content": held_ws + ev.content}, ""
-            held_ws = ""
-    return
+class _Deltas:
+    """OpenAI deltas from streamed text: content as it comes, a tool call once its block closed. Whitespace-only
+    content is held back and dropped if a tool call follows, so the stream adds up to the non-streamed reply."""
 
+    def __init__(self, parser: ToolCallStream | None) -> None:
+        self.parser = parser
+        self.held = ""
 
-Handler = Callable[..., Awaitable[Any]]
+    @property
+    def calls(self) -> list[dict[str, Any]]:
+        return self.parser.calls if self.parser else []
+
+    def feed(self, text: str) -> list[dict[str, Any]]:
+        if self.parser is None:
+            return [{"content": text}] if text else []
+        return self._convert(self.parser.feed(text))
+
+    def finish(self) -> list[dict[str, Any]]:
+        if self.parser is None:
+            return []
+        out = self._convert(self.parser.finish())
+        if self.held and not self.calls:
+            out.append({"content": self.held})
+        self.held = ""
+        return out
+
+    def _convert(self, events: list[Any]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for ev in events:
+            if ev.tool_call is not None:
+                self.held = ""
+                call = ev.tool_call
+                out.append({"tool_calls": [{"index": self.calls.index(call), "id": call["id"], "type": "function",
+                                            "function": dict(call["function"])}]})
+            elif not ev.content.strip():
+                self.held += ev.content
+            else:
+                out.append({"content": self.held + ev.content})
+                self.held = ""
+        return out

@@ -72,8 +72,11 @@ class PromptRenderer:
         except Exception as e:  # jinja2 TemplateError / raise_exception() in the template
             raise RenderError(f"the chat template rejected the messages: {e}") from e
 
+    def encode(self, text: str) -> list[int]:
+        return list(self._encode(text))
+
     def render(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None) -> list[int]:
-        return list(self._encode(self.render_text(messages, tools)))
+        return self.encode(self.render_text(messages, tools))
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -1,5 +1,41 @@
+"""`openclaw-rl engine ...`: run the local SGLang-compatible policy engine."""
+
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
 app = typer.Typer(no_args_is_help=True)
+
+
+@app.command()
+def serve(
+    model: Annotated[Path | None, typer.Option("--model", help="HF folder (Qwen3); default: settings.model_path")] = None,
+    host: Annotated[str | None, typer.Option(help="bind address; default: settings.engine_host")] = None,
+    port: Annotated[int | None, typer.Option(help="port; default: settings.engine_port")] = None,
+    max_batch: Annotated[int, typer.Option("--max-batch", help="requests decoded together (cache slots)")] = 16,
+    context_length: Annotated[int | None, typer.Option("--context-length", help="cap below the model's")] = None,
+    weight_version: Annotated[str, typer.Option("--weight-version", help="version of the initial weights")] = "default",
+    served_model_name: Annotated[str | None, typer.Option("--served-model-name")] = None,
+    api_key: Annotated[str | None, typer.Option("--api-key", envvar="OPENCLAW_ENGINE_API_KEY")] = None,
+    threads: Annotated[int | None, typer.Option(help="torch intra-op threads")] = None,
+    incremental_streaming_output: Annotated[bool, typer.Option(
+        "--incremental-streaming-output", help="stream deltas instead of cumulative chunks (SGLang's flag)")] = False,
+) -> None:
+    """Serve a model over SGLang's native HTTP API (subset) with continuous batching and hot weight swaps."""
+    import uvicorn
+
+    from engine.server import create_app
+    from engine.state import EngineConfig
+    from openclaw_rl.logging import log_startup
+    from openclaw_rl.settings import get_settings
+
+    s = get_settings()
+    log_startup("engine")
+    config = EngineConfig(model_path=model or s.model_path, max_batch=max_batch, context_length=context_length,
+                          weight_version=weight_version, served_model_name=served_model_name, api_key=api_key,
+                          threads=threads, incremental_streaming_output=incremental_streaming_output)
+    uvicorn.run(create_app(config), host=host or s.engine_host, port=port or s.engine_port, log_level="warning",
+                access_log=False)

@@ -33,28 +33,41 @@ def _register_groups() -> None:
 def up(
     check: Annotated[bool, typer.Option("--check", help="start everything, print health as JSON, stop, exit")] = False,
     queues: Annotated[str, typer.Option(help="worker queues to run")] = "orchestrator,judge,env,trainer",
+    engine: Annotated[bool, typer.Option(help="start the local policy engine (off: use OPENCLAW_ENGINE_URLS)")] = True,
+    gateway: Annotated[bool, typer.Option(help="start the OpenAI-compatible gateway")] = True,
 ) -> None:
-    """Start the local stack (Temporal dev server with UI, workers) and keep it up until Ctrl-C."""
+    """Start the local stack (Temporal dev server with UI, engine, workers, gateway) and keep it up until Ctrl-C."""
     from openclaw_rl.logging import get_logger, log_startup
-    from openclaw_rl.stack import Stack, read_status, temporal_service, worker_service
+    from openclaw_rl.stack import Stack, engine_service, gateway_service, read_status, temporal_service, \
+        worker_service
 
     s = get_settings()
     log_startup("up")
     log = get_logger("up")
     stack = Stack(s)
     try:
+        if engine:
+            model = _ensure_model(s)
         stack.start(temporal_service(s))
         log.info("temporal up", address=s.temporal_address, ui=f"http://127.0.0.1:{s.temporal_ui_port}")
+        if engine:
+            stack.start(engine_service(s, str(model)), timeout_s=300)
+            log.info("engine up", url=s.engine_url, model=str(model))
         stack.start(worker_service(s, queues))
         ok = _wait_worker(s, timeout_s=60)
+        if gateway:
+            stack.start(gateway_service(s), timeout_s=120)
+            log.info("gateway up", url=f"http://{s.gateway_host}:{s.gateway_port}/v1")
         status = {"services": read_status(s), "worker_roundtrip": ok,
                   "temporal_ui": f"http://127.0.0.1:{s.temporal_ui_port}"}
         if check:
             typer.echo(json.dumps(status, indent=2))
-            if not ok or not all(r["alive"] for r in status["services"]):
+            if not ok or not all(r["alive"] and r["healthy"] is not False for r in status["services"]):
                 raise typer.Exit(1)
             return
-        typer.echo(f"stack up - Temporal UI http://127.0.0.1:{s.temporal_ui_port} - Ctrl-C to stop")
+        typer.echo(f"stack up - Temporal UI http://127.0.0.1:{s.temporal_ui_port}"
+                   + (f" - gateway http://{s.gateway_host}:{s.gateway_port}/v1" if gateway else "")
+                   + " - Ctrl-C to stop")
         while all(r["alive"] for r in read_status(s)):
             time.sleep(1.0)
         log.error("a service exited; stopping the stack", services=read_status(s))
@@ -63,6 +76,17 @@ def up(
         typer.echo("stopping ...")
     finally:
         stack.stop_all()
+
+
+def _ensure_model(s):  # type: ignore[no-untyped-def]
+    """The model the engine serves: the configured folder, or the embedded tiny model (built once, then cached)."""
+    from pathlib import Path
+
+    if (Path(s.model_path) / "config.json").exists():
+        return s.model_path
+    from tinymodel.build import build_tiny
+
+    return build_tiny(Path(s.model_path), preset="default")
 
 
 def _wait_worker(s, timeout_s: float) -> bool:  # type: ignore[no-untyped-def]

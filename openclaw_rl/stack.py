@@ -78,6 +78,19 @@ def worker_service(s: Settings, queues: str = "orchestrator,judge,env,trainer") 
     return Service("workers", [sys.executable, "-m", "workers.main", "--queues", queues])
 
 
+def engine_service(s: Settings, model_path: str | None = None) -> Service:
+    argv = [sys.executable, "-m", "openclaw_rl.cli", "engine", "serve", "--model", str(model_path or s.model_path),
+            "--host", s.engine_host, "--port", str(s.engine_port)]
+    return Service("engine", argv, port=s.engine_port, health_url=f"http://{s.engine_host}:{s.engine_port}/health")
+
+
+def gateway_service(s: Settings) -> Service:
+    argv = [sys.executable, "-m", "uvicorn", "api.app:create_app", "--factory", "--host", s.gateway_host, "--port",
+            str(s.gateway_port), "--log-level", "warning", "--no-access-log"]
+    return Service("gateway", argv, port=s.gateway_port,
+                   health_url=f"http://{s.gateway_host}:{s.gateway_port}/healthz")
+
+
 class Stack:
     def __init__(self, s: Settings) -> None:
         self.s = s
@@ -101,8 +114,7 @@ class Stack:
         while svc.port is not None and time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise RuntimeError(f"{svc.name} exited with {proc.returncode}; see {log_path}")
-            if port_open("127.0.0.1" if ":" not in self.s.temporal_address else host_port(self.s.temporal_address)[0],
-                         svc.port):
+            if port_open("127.0.0.1", svc.port):
                 break
             time.sleep(0.2)
         else:

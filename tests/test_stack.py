@@ -49,7 +49,7 @@ def test_up_check_starts_temporal_ui_and_worker(tmp_path, free_port):
     env = {"PATH": str(Path(sys.executable).parent), "OPENCLAW_RUNTIME_DIR": str(tmp_path),
            "OPENCLAW_TEMPORAL_ADDRESS": f"127.0.0.1:{free_port}", "OPENCLAW_TEMPORAL_UI_PORT": str(ui_port),
            "OPENCLAW_LOG_FORMAT": "json", "HOME": str(tmp_path)}
-    out = subprocess.run([str(Path(sys.executable).parent / "openclaw-rl"), "up", "--check"], env=env,
+    out = subprocess.run([str(Path(sys.executable).parent / "openclaw-rl"), "up", "--check", "--no-engine", "--no-gateway"], env=env,
                          capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr[-3000:]
     status = json.loads(out.stdout)

@@ -21,7 +21,7 @@ import random
 import shutil
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -268,7 +268,3 @@ def _build(cfg: BuildConfig, out: Path, progress: bool) -> dict[str, Any]:
             "vocab_size": tok.get_vocab_size(), "train_conversations": len(batches) * cfg.batch_size,
             "final_loss": round(sum(losses[-20:]) / max(1, len(losses[-20:])), 4),
             "build_seconds": round(time.monotonic() - started, 1), "torch_threads": threads}
-
-
-def with_overrides(preset: str, **overrides: Any) -> BuildConfig:
-    return replace(PRESETS[preset], **overrides)

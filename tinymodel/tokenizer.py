@@ -8,6 +8,7 @@ the vocabulary, as in Qwen.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -46,3 +47,8 @@ def save_hf_tokenizer(tok: Tokenizer, out_dir: Path, model_max_length: int) -> N
                                  unk_token=None, model_max_length=model_max_length, chat_template=CHAT_TEMPLATE,
                                  clean_up_tokenization_spaces=False, padding_side="left")
     hf.save_pretrained(str(out_dir), save_jinja_files=False)
+    # The generic class name keeps the folder loadable by older transformers releases and by serving engines.
+    path = Path(out_dir) / "tokenizer_config.json"
+    config = json.loads(path.read_text())
+    config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")

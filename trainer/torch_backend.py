@@ -73,11 +73,12 @@ def default_device() -> torch.device:
 
 class TorchBackend:
     def __init__(self, model_path: str | Path, config: TrainConfig | None = None,
-                 device: str | torch.device | None = None) -> None:
+                 device: str | torch.device | None = None, base_path: str | Path | None = None) -> None:
         self.config = config or TrainConfig()
         self.device = torch.device(device) if device is not None else default_device()
         self.dtype = torch.float32 if self.device.type == "cpu" else torch.bfloat16
-        self.base_path = Path(model_path)  # tokenizer files and the KL reference come from here
+        # the run's base model: tokenizer files and the KL reference come from here
+        self.base_path = Path(base_path or model_path)
         self.step = 0
         self.policy_version = 0
         self.ref: torch.nn.Module | None = None
@@ -85,9 +86,19 @@ class TorchBackend:
         self.set_config(self.config)
 
     # -- model, optimiser, config -----------------------------------------------------------------------------------
+    @classmethod
+    def from_checkpoint(cls, directory: str | Path, config: TrainConfig | None = None,
+                        device: str | torch.device | None = None) -> "TorchBackend":
+        state = read_state(directory)
+        backend = cls(directory, config, device, base_path=state.get("base_model_path") or directory)
+        backend._restore(Path(directory), state)
+        return backend
+
     def _load_model(self, path: Path) -> None:
         from transformers import AutoModelForCausalLM
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.disable_progress_bar()
         self.model = AutoModelForCausalLM.from_pretrained(path, dtype=self.dtype).to(self.device)
         self.model.eval()
         self.pad_id = int(self.model.config.pad_token_id or 0)
@@ -211,12 +222,15 @@ class TorchBackend:
         directory = Path(directory)
         state = read_state(directory)
         self._load_model(directory)
+        self._restore(directory, state)
+        return state
+
+    def _restore(self, directory: Path, state: dict[str, Any]) -> None:
         opt = torch.load(directory / OPTIMIZER_FILE, map_location=self.device, weights_only=True)
         self.optimizer.load_state_dict(opt)
         self.base_path = Path(state.get("base_model_path") or self.base_path)
         self.set_config(self.config)
         self.step, self.policy_version = int(state["step"]), int(state["policy_version"])
-        return state
 
 
 def read_state(directory: str | Path) -> dict[str, Any]:

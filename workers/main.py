@@ -56,16 +56,13 @@ def build_judge(s: Settings):  # type: ignore[no-untyped-def]
 
 
 def build_session_activities(s: Settings):  # type: ignore[no-untyped-def]
-    from transformers import AutoTokenizer
-
     from activities.session import SessionActivities
     from openclaw_rl.policy_client import PolicyClient
     from openclaw_rl.store import store_from_settings
 
     teacher_url = s.teacher_url or s.engine_url
     policy = PolicyClient(teacher_url, timeout_s=s.http_timeout_s, connect_timeout_s=s.http_connect_timeout_s)
-    tokenizer = AutoTokenizer.from_pretrained(str(s.model_path))
-    return SessionActivities(build_judge(s), policy, store_from_settings(s), tokenizer)
+    return SessionActivities(build_judge(s), policy, store_from_settings(s), tokenizer=str(s.model_path))
 
 
 async def run(queues: list[str]) -> None:

@@ -1,0 +1,385 @@
+"""Activities of the training workflow.
+
+``StoreActivities`` (orchestrator queue, light I/O): ``select_batch`` finds a full batch of untrained samples at the
+current policy version, ``push_weights`` tells every engine to load a checkpoint, ``seal_version`` archives old sample
+and record partitions and old checkpoints. ``TrainerActivities`` (trainer queue, a sync activity in a one-thread pool):
+``train_step`` trains one step, checkpoints it and records its sample ids in the trained ledger.
+
+Checkpoints live at ``checkpoints/run=<run>/step=<n>/`` in the store: on ``file://`` that folder is what the engines
+load; on ``s3://`` the trainer saves into a local cache folder and uploads it, and ``push_weights`` downloads it into its
+own cache (on the engines' host) before the engines load it. ``trainer_state.json`` is written last: a checkpoint
+without it is incomplete and ignored.
+
+Effectively-once training: a retried ``train_step`` whose checkpoint is complete and was made from the same batch
+returns it instead of training again; otherwise it reloads the previous step's checkpoint unless its in-memory model is
+exactly there. The ledger file of a step is keyed by the step, so recording it twice leaves one record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import hashlib
+import json
+import shutil
+import threading
+import time
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from temporalio import activity
+
+from openclaw_rl.store import LocalStore, ObjectStore
+from workflows.contracts import (
+    PushWeightsInput,
+    PushWeightsOutput,
+    SealInput,
+    SealOutput,
+    SelectBatchInput,
+    SelectBatchOutput,
+    TrainStepInput,
+    TrainStepOutput,
+)
+
+STATE_FILE = "trainer_state.json"
+
+
+class AlreadyTrainedError(Exception):
+    """Some sample ids of the batch are in the trained ledger under another step (non-retryable: pick a new batch)."""
+
+
+class BatchMissingError(Exception):
+    """Sample ids of the batch are nowhere in the store (non-retryable)."""
+
+
+class EngineUpdateError(Exception):
+    """An engine refused to load the new weights (retryable: the engine may be restarting)."""
+
+
+def checkpoint_prefix(run: str, step: int) -> str:
+    return f"checkpoints/run={run}/step={int(step)}/"
+
+
+def batch_digest(sample_ids: list[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(sample_ids)).encode()).hexdigest()[:32]
+
+
+class StoreCache:
+    """One ``ObjectStore`` per URL, built with the worker's S3 credentials; ``""`` is the worker's own store."""
+
+    def __init__(self, default_url: str, cache_dir: Path, **s3: str) -> None:
+        self.default_url = default_url
+        self.cache_dir = Path(cache_dir)
+        self.s3 = s3
+        self._stores: dict[str, ObjectStore] = {}
+        self._lock = threading.Lock()
+
+    def get(self, url: str = "") -> ObjectStore:
+        url = url or self.default_url
+        with self._lock:
+            if url not in self._stores:
+                self._stores[url] = ObjectStore.from_url(url, **self.s3)
+            return self._stores[url]
+
+    def local_checkpoint(self, store: ObjectStore, prefix: str) -> Path:
+        """A local folder holding the checkpoint: the store's own folder on file://, else a downloaded copy."""
+        if isinstance(store, LocalStore):
+            return store.local_path(prefix.rstrip("/"))
+        folder = self.cache_dir / _safe(store.url_for()) / prefix.rstrip("/")
+        if not (folder / STATE_FILE).is_file():
+            tmp = folder.with_name(folder.name + ".partial")
+            shutil.rmtree(tmp, ignore_errors=True)
+            keys = store.list(prefix)
+            if prefix + STATE_FILE not in keys:
+                raise FileNotFoundError(f"checkpoint {prefix} is incomplete in {store.url_for()}")
+            for key in keys:
+                target = tmp / key[len(prefix):]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(store.get_bytes(key))
+            shutil.rmtree(folder, ignore_errors=True)
+            tmp.rename(folder)
+        return folder
+
+
+def _safe(url: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in url)[-80:]
+
+
+def read_checkpoint_state(store: ObjectStore, prefix: str) -> dict[str, Any] | None:
+    key = prefix + STATE_FILE
+    return json.loads(store.get_bytes(key)) if store.exists(key) else None
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Orchestrator queue
+# ---------------------------------------------------------------------------------------------------------------------
+
+class StoreActivities:
+    def __init__(self, stores: StoreCache, policy_client: Any, engine_timeout_s: float = 300.0) -> None:
+        self.stores = stores
+        self.policy_client = policy_client  # (base_url) -> PolicyClient
+        self.engine_timeout_s = engine_timeout_s
+
+    @activity.defn(name="select_batch")
+    async def select_batch(self, inp: SelectBatchInput) -> SelectBatchOutput:
+        return await asyncio.to_thread(select_batch, self.stores.get(inp.store_url), inp)
+
+    @activity.defn(name="seal_version")
+    async def seal_version(self, inp: SealInput) -> SealOutput:
+        return await asyncio.to_thread(seal_version, self.stores.get(inp.store_url), inp)
+
+    @activity.defn(name="push_weights")
+    async def push_weights(self, inp: PushWeightsInput) -> PushWeightsOutput:
+        """Every engine loads the checkpoint as ``weight_version``; an engine already there is skipped."""
+        t0 = time.monotonic()
+        store = self.stores.get(inp.store_url)
+        path = await asyncio.to_thread(self.stores.local_checkpoint, store, inp.checkpoint)
+        results = await asyncio.gather(*(self._push_one(url, str(path), inp.weight_version) for url in inp.engines))
+        return PushWeightsOutput(engines=[u for u, skipped in zip(inp.engines, results) if not skipped],
+                                 skipped=[u for u, skipped in zip(inp.engines, results) if skipped],
+                                 model_path=str(path), seconds=time.monotonic() - t0)
+
+    async def _push_one(self, url: str, path: str, weight_version: str) -> bool:
+        client = self.policy_client(url)
+        try:
+            info = await client.model_info()
+            if str(info.get("weight_version", "")) == weight_version:
+                return True
+            out = await client.update_weights_from_disk(path, weight_version)
+            if isinstance(out, dict) and out.get("success") is False:
+                raise EngineUpdateError(f"{url}: {out.get('message', out)}")
+            return False
+        finally:
+            close = getattr(client, "aclose", None)
+            if close is not None:
+                await close()
+
+
+def select_batch(store: ObjectStore, inp: SelectBatchInput) -> SelectBatchOutput:
+    """The oldest ``batch_size`` untrained samples of versions [v - max_staleness, v], if that many exist."""
+    from openclaw_rl.samples import SampleReader, TrainedLedger
+
+    reader = SampleReader(store, inp.run)
+    low = inp.policy_version - inp.max_staleness
+    live = reader.list_versions()
+    window = [v for v in live if low <= v <= inp.policy_version]
+    trained = TrainedLedger(store, inp.run).all_ids()
+    rows: dict[str, tuple[Any, int]] = {}
+    for v in window:
+        table = reader.read_table(v).select(["sample_id", "created_at"]).to_pylist()
+        for row in table:
+            rows.setdefault(row["sample_id"], (row["created_at"], v))
+    fresh = sorted((created, sid, v) for sid, (created, v) in rows.items() if sid not in trained)
+    out = SelectBatchOutput(available=len(fresh), stale_versions=[v for v in live if v < low],
+                            already_trained=len(rows) - len(fresh))
+    if len(fresh) >= inp.batch_size:
+        chosen = fresh[: inp.batch_size]
+        out.sample_ids = [sid for _, sid, _ in chosen]
+        out.versions = sorted({v for _, _, v in chosen})
+    return out
+
+
+def seal_version(store: ObjectStore, inp: SealInput) -> SealOutput:
+    """Archive sample partitions <= samples_through and record partitions <= records_through; prune checkpoints.
+
+    Untrained samples are counted before they move: all of a version sealed for the first time (its archive included,
+    so a seal interrupted half-way and retried still counts every sample once), only the late arrivals of a version
+    sealed before.
+    """
+    from openclaw_rl.records import KINDS, record_versions, seal_records
+    from openclaw_rl.samples import SampleReader, SampleWriter, TrainedLedger
+
+    reader, writer = SampleReader(store, inp.run), SampleWriter(store, inp.run)
+    out = SealOutput()
+    to_seal = [v for v in reader.list_versions() if v <= inp.samples_through]
+    if to_seal:
+        trained = TrainedLedger(store, inp.run).all_ids()
+        for v in to_seal:
+            ids = _ids(reader, v, archived=False)
+            if v > inp.sealed_through:
+                ids |= _ids(reader, v, archived=True)
+            out.untrained_archived += len(ids - trained)
+            out.samples_archived += writer.seal(v)
+            out.versions.append(v)
+    for kind in KINDS:
+        for v in record_versions(store, kind):
+            if v <= inp.records_through:
+                out.records_archived += seal_records(store, v, (kind,))
+    if inp.checkpoints_before_step > 0:
+        out.checkpoints_deleted = _prune_checkpoints(store, inp.run, inp.checkpoints_before_step)
+    return out
+
+
+def _ids(reader: Any, version: int, archived: bool) -> set[str]:
+    return set(reader.read_table(version, archived=archived).column("sample_id").to_pylist())
+
+
+def _prune_checkpoints(store: ObjectStore, run: str, before_step: int) -> int:
+    prefix = f"checkpoints/run={run}/step="
+    deleted: set[int] = set()
+    for key in store.list(prefix):
+        step = int(key[len(prefix):].split("/", 1)[0])
+        if step < before_step:
+            store.delete(key)
+            deleted.add(step)
+    return len(deleted)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Trainer queue
+# ---------------------------------------------------------------------------------------------------------------------
+
+class Heartbeater:
+    """Heartbeats the current activity from a side thread every ``interval_s`` with the latest progress details.
+
+    The trainer thread is busy inside torch for long stretches (model load, a forward pass, a checkpoint save); the
+    side thread keeps the heartbeat going while the process lives, so only a dead or hung-in-native-code worker misses
+    the heartbeat timeout. It runs in a copy of the activity's context, which is how ``activity.heartbeat`` finds it.
+    """
+
+    def __init__(self, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self.details: dict[str, Any] = {}
+        self._stop = threading.Event()
+        self._ctx = contextvars.copy_context()
+        self._thread = threading.Thread(target=self._ctx.run, args=(self._run,), daemon=True, name="heartbeat")
+
+    def beat(self, **details: Any) -> None:
+        self.details.update(details)
+        activity.heartbeat(dict(self.details))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            activity.heartbeat(dict(self.details))
+
+    def __enter__(self) -> "Heartbeater":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+class TrainerActivities:
+    """Holds one in-memory backend (model + optimiser) between steps of a run; max_workers=1 keeps it single-use."""
+
+    def __init__(self, stores: StoreCache, device: str | None = None) -> None:
+        self.stores = stores
+        self.device = device
+        self.backend: Any = None
+        self.backend_key: tuple[str, str] | None = None
+
+    @activity.defn(name="train_step")
+    def train_step(self, inp: TrainStepInput) -> TrainStepOutput:
+        info = activity.info()
+        interval = max(0.5, min(5.0, (info.heartbeat_timeout.total_seconds() / 4) if info.heartbeat_timeout else 5.0))
+        with Heartbeater(interval) as hb:
+            hb.beat(step=inp.step, phase="start", attempt=info.attempt)
+            try:
+                return self._train_step(inp, hb, info.attempt)
+            except BaseException:
+                self.backend = None  # its state is somewhere inside a step: the retry reloads a checkpoint
+                raise
+
+    def _train_step(self, inp: TrainStepInput, hb: Heartbeater, attempt: int) -> TrainStepOutput:
+        from openclaw_rl.samples import TrainedLedger
+
+        store = self.stores.get(inp.store_url)
+        prefix = checkpoint_prefix(inp.run, inp.step)
+        ledger = TrainedLedger(store, inp.run)
+        digest = batch_digest(inp.sample_ids)
+        done = read_checkpoint_state(store, prefix)
+        if done is not None and done.get("batch_digest") == digest:
+            ledger.add(inp.step, inp.sample_ids)  # the crash may have come between checkpoint and ledger
+            return self._output(inp, store, prefix, done.get("stats", {}), attempt, reused=True)
+        again = ledger.contains(inp.sample_ids)
+        if again:
+            raise AlreadyTrainedError(f"{len(again)} sample(s) of step {inp.step} were trained before, e.g. "
+                                      f"{sorted(again)[0]}")
+        hb.beat(phase="load")
+        resumed_from = self._ensure_backend(inp, store)
+        samples = _read_samples(store, inp)
+        backend = self.backend
+
+        def progress(done_updates: int, total: int) -> None:
+            hb.beat(phase="train", done=done_updates, total=total)
+            if inp.hparams.step_sleep_s > 0:
+                time.sleep(inp.hparams.step_sleep_s / total)
+
+        hb.beat(phase="train", done=0)
+        stats = backend.train_step(samples, on_progress=progress)
+        backend.policy_version = inp.policy_version + 1
+        hb.beat(phase="save")
+        extra = {"batch_digest": digest, "run": inp.run, "stats": stats}
+        if isinstance(store, LocalStore):
+            backend.save_checkpoint(store.local_path(prefix.rstrip("/")), extra=extra)
+        else:
+            local = self.stores.cache_dir / _safe(store.url_for()) / prefix.rstrip("/")
+            backend.save_checkpoint(local, extra=extra)
+            _upload(store, local, prefix)
+        ledger.add(inp.step, inp.sample_ids)
+        return self._output(inp, store, prefix, stats, attempt, resumed_from=resumed_from)
+
+    def _ensure_backend(self, inp: TrainStepInput, store: ObjectStore) -> str:
+        """Bring the in-memory model to the end of step ``inp.step - 1``; returns what it was loaded from."""
+        from trainer.torch_backend import TorchBackend, TrainConfig
+
+        config = TrainConfig(**{f.name: getattr(inp.hparams, f.name) for f in fields(TrainConfig)})
+        key = (inp.run, inp.model_path)
+        b = self.backend
+        if b is not None and self.backend_key == key and b.step == inp.step - 1:
+            b.set_config(config)
+            return ""
+        self.backend = None  # free the old model before loading the next
+        if inp.resume_from:
+            folder = self.stores.local_checkpoint(store, inp.resume_from)
+            self.backend = TorchBackend.from_checkpoint(folder, config, device=self.device)
+            source = inp.resume_from
+        else:
+            self.backend = TorchBackend(inp.model_path, config, device=self.device)
+            self.backend.step = inp.step - 1
+            source = inp.model_path
+        self.backend_key = key
+        if self.backend.step != inp.step - 1:
+            raise RuntimeError(f"checkpoint {source} is at step {self.backend.step}, step {inp.step} needs "
+                               f"{inp.step - 1}")
+        return source
+
+    def _output(self, inp: TrainStepInput, store: ObjectStore, prefix: str, stats: dict[str, Any], attempt: int,
+                reused: bool = False, resumed_from: str = "") -> TrainStepOutput:
+        return TrainStepOutput(step=inp.step, policy_version=inp.policy_version + 1, checkpoint=prefix,
+                               checkpoint_url=store.url_for(prefix.rstrip("/")), stats=_jsonable(stats),
+                               reused=reused, resumed_from=resumed_from, attempt=attempt)
+
+
+def _read_samples(store: ObjectStore, inp: TrainStepInput) -> list[Any]:
+    """The batch's samples in the order of ``inp.sample_ids``; live partitions first, the archive as a fallback."""
+    from openclaw_rl.samples import SampleReader
+
+    reader = SampleReader(store, inp.run)
+    wanted = set(inp.sample_ids)
+    found: dict[str, Any] = {}
+    for archived in (False, True):
+        for v in inp.versions:
+            if len(found) == len(wanted):
+                break
+            for s in reader.read(v, archived=archived):
+                if s.sample_id in wanted:
+                    found.setdefault(s.sample_id, s)
+    missing = wanted - found.keys()
+    if missing:
+        raise BatchMissingError(f"{len(missing)} sample(s) of step {inp.step} not found, e.g. {sorted(missing)[0]}")
+    return [found[i] for i in inp.sample_ids]
+
+
+def _upload(store: ObjectStore, folder: Path, prefix: str) -> None:
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    for path in sorted(files, key=lambda p: p.name == STATE_FILE):  # the state file last: it marks completion
+        store.put_bytes(prefix + path.relative_to(folder).as_posix(), path.read_bytes())
+
+
+def _jsonable(stats: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(json.dumps(stats, default=float))
+

@@ -1,0 +1,152 @@
+"""The gateway: an OpenAI-compatible chat API in front of the policy engine, feeding every served turn to Temporal.
+
+``create_app()`` builds the FastAPI app; its lifespan opens, once, the engine client, the tokenizer (the model's own
+chat template), the Temporal submitter with its spool and replayer, and the records writer. Any of them can be passed
+in instead (tests inject a fake engine or a fake submitter). Run it with ``openclaw-rl gateway serve``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.chat import ClientGone
+from api.deps import Gateway
+from api.errors import OpenAIError, install_error_handlers
+from api.render import PromptRenderer
+from api.routes import chat, health, models
+from api.sink import Submitter, TemporalSubmitter, TurnSink
+from openclaw_rl.keys import KeyStore
+from openclaw_rl.logging import get_logger
+from openclaw_rl.settings import Settings, get_settings
+from openclaw_rl.spool import Spool
+
+log = get_logger("gateway")
+
+# Until these are settings fields, the environment can override them.
+MAX_BODY_BYTES = int(os.environ.get("OPENCLAW_GATEWAY_MAX_BODY_BYTES", 8 * 1024 * 1024))
+DEFAULT_MAX_TOKENS = int(os.environ.get("OPENCLAW_GATEWAY_DEFAULT_MAX_TOKENS", 4096))
+
+
+class BodyTooLarge(OpenAIError):
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"Request body exceeds the gateway limit of {limit} bytes.", code="request_too_large")
+
+
+class BodyLimit:
+    """Refuse bodies over ``limit`` bytes with a 413: from Content-Length up front, else while reading a chunked body."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.limit:
+            body = json.dumps(BodyTooLarge(self.limit).body()).encode()
+            await send({"type": "http.response.start", "status": 413,
+                        "headers": [(b"content-type", b"application/json"), (b"connection", b"close")]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise BodyTooLarge(self.limit)  # an HTTPException: FastAPI re-raises it from body parsing
+            return message
+
+        await self.app(scope, limited, send)
+
+
+def _load_tokenizer(path: Path) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(path))
+
+
+async def _context_length(policy: Any, tokenizer: Any, model_path: Path) -> int:
+    """The engine's context window (model info), else the model config's, else the tokenizer's."""
+    try:
+        info = await policy.model_info()
+        info = info if isinstance(info, dict) else vars(info)
+        for key in ("context_length", "context_len", "max_context_length", "max_model_len", "max_position_embeddings"):
+            if isinstance(info.get(key), int) and info[key] > 0:
+                return int(info[key])
+    except Exception as e:  # noqa: BLE001 - the engine may start after the gateway
+        log.warning("engine model info unavailable; using the model config", error=repr(e))
+    try:
+        config = json.loads((model_path / "config.json").read_text())
+        if int(config.get("max_position_embeddings", 0)) > 0:
+            return int(config["max_position_embeddings"])
+    except (OSError, ValueError):
+        pass
+    limit = int(getattr(tokenizer, "model_max_length", 0) or 0)
+    return limit if 0 < limit < 10_000_000 else 32_768
+
+
+def create_app(settings: Settings | None = None, *, policy: Any = None, temporal_submitter: Submitter | None = None,
+               tokenizer: Any = None, keys: KeyStore | None = None, store: Any = None, records: Any = None,
+               max_body_bytes: int | None = None) -> FastAPI:
+    s = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        from openclaw_rl.policy_client import PolicyClient
+        from openclaw_rl.records import RecordWriter
+        from openclaw_rl.store import store_from_settings
+
+        own_policy = policy is None
+        engine = policy or PolicyClient(s.engine_url, timeout_s=s.http_timeout_s,
+                                        connect_timeout_s=s.http_connect_timeout_s)
+        tok = tokenizer or _load_tokenizer(s.model_path)
+        blob_store = store or store_from_settings(s)
+        writer = records if records is not None else RecordWriter(blob_store)
+        spool = Spool.in_runtime_dir(s.runtime_dir)
+        sink = TurnSink(temporal_submitter or TemporalSubmitter(s, timeout_s=min(s.http_timeout_s, 10.0)), spool,
+                        store=blob_store, records=writer)
+        await sink.start()
+        gw = Gateway(settings=s, policy=engine, renderer=PromptRenderer(tok),
+                     keys=keys or KeyStore.in_runtime_dir(s.runtime_dir), sink=sink,
+                     model_name=os.environ.get("OPENCLAW_SERVED_MODEL_NAME") or Path(s.model_path).name,
+                     context_length=await _context_length(engine, tok, Path(s.model_path)),
+                     default_max_tokens=DEFAULT_MAX_TOKENS)
+        app.state.gateway = gw
+        log.info("gateway ready", engine=s.engine_url, temporal=s.temporal_address, model=gw.model_name,
+                 context_length=gw.context_length, spooled=sink.state()["pending"])
+        try:
+            yield
+        finally:
+            await sink.close()
+            if records is None:
+                import asyncio
+
+                await asyncio.to_thread(writer.close)
+            spool.close()
+            if own_policy and hasattr(engine, "aclose"):
+                await engine.aclose()
+
+    app = FastAPI(title="OpenClaw-RL gateway", version="0.1.0", lifespan=lifespan)
+    install_error_handlers(app)
+
+    @app.exception_handler(ClientGone)
+    async def _client_gone(_: Request, __: ClientGone) -> Response:
+        return Response(status_code=499)
+
+    for router in (chat.router, models.router, health.router):
+        app.include_router(router)
+    app.add_middleware(BodyLimit, limit=max_body_bytes or MAX_BODY_BYTES)
+    return app

@@ -1,0 +1,96 @@
+"""Does the tiny model behave as the personal-agent experiment needs? Rates on held-out problems.
+
+For each of ``n`` held-out problems (never used in building the model) one answer is sampled per condition with plain
+transformers ``generate``:
+
+- ``default_ai_style_rate``: homework answers without a hint that the scorer labels "ai" (target >= 0.8);
+- ``hint_follow_rate``: answers whose last user message carries a casual-style ``[user's hint / instruction]`` (in
+  wordings held out of training) that read human-written: labelled "casual" or student score >= 0.8 (target >= 0.8);
+- ``teacher_default_terse_rate``: grading comments without a hint labelled "terse";
+- ``teacher_hint_follow_rate``: comments under a held-out friendly-specific hint with teacher score >= 0.8;
+- ``answer_accuracy``: homework answers (both conditions) whose extracted final number is right;
+- ``eos_rate``: generations that ended with ``<|im_end|>`` rather than running out of tokens;
+plus the mean scores per condition, which are the baselines RL starts from.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+from envs.personal import styles as st
+from envs.personal.problems import Problem, generate
+from envs.personal.scoring import extract_answer, score_student, score_teacher, style_of
+from tinymodel.corpus import student_prompt, teacher_prompt, with_hint
+
+
+def _prompts(problems: list[Problem], rng: random.Random) -> dict[str, list[tuple[str, str]]]:
+    """Per condition: (user message, student work shown to the teacher or "")."""
+    out: dict[str, list[tuple[str, str]]] = {"student": [], "student_hint": [], "teacher": [], "teacher_hint": []}
+    for p in problems:
+        out["student"].append((student_prompt(p, rng), ""))
+        out["student_hint"].append((with_hint(student_prompt(p, rng), rng.choice(st.STUDENT_HINTS_HELDOUT), rng), ""))
+        ask, work, _ = teacher_prompt(p, rng)
+        out["teacher"].append((ask, work))
+        ask, work, _ = teacher_prompt(p, rng)
+        out["teacher_hint"].append((with_hint(ask, rng.choice(st.TEACHER_HINTS_HELDOUT), rng), work))
+    return out
+
+
+def sample(model: Any, tok: Any, user_messages: list[str], temperature: float, max_new_tokens: int,
+           batch_size: int = 25) -> list[tuple[str, bool]]:
+    """(reply text, ended with eos) for each single-turn chat, sampled with ``generate``."""
+    import torch
+
+    out: list[tuple[str, bool]] = []
+    for i in range(0, len(user_messages), batch_size):
+        chats = [[{"role": "user", "content": m}] for m in user_messages[i:i + batch_size]]
+        texts = [tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in chats]
+        enc = tok(texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
+        with torch.no_grad():
+            gen = model.generate(**enc, do_sample=True, temperature=temperature, top_p=1.0, top_k=0,
+                                 max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id)
+        for row in gen[:, enc["input_ids"].shape[1]:].tolist():
+            ended = tok.eos_token_id in row
+            row = row[:row.index(tok.eos_token_id)] if ended else row
+            out.append((tok.decode(row, skip_special_tokens=True).strip(), ended))
+    return out
+
+
+def evaluate(path: Path, n: int = 50, seed: int = 0, temperature: float = 0.8,
+             max_new_tokens: int = 200) -> dict[str, Any]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(seed)
+    tok = AutoTokenizer.from_pretrained(str(path))
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32).eval()
+    problems = generate(n, "heldout", seed)
+    prompts = _prompts(problems, random.Random(seed))
+    replies = {k: sample(model, tok, [m for m, _ in v], temperature, max_new_tokens) for k, v in prompts.items()}
+
+    def rate(values: list[bool]) -> float:
+        return round(sum(values) / max(1, len(values)), 4)
+
+    def mean(values: list[float]) -> float:
+        return round(sum(values) / max(1, len(values)), 4)
+
+    stud, hint = [r for r, _ in replies["student"]], [r for r, _ in replies["student_hint"]]
+    teach = [r for r, _ in replies["teacher"]]
+    teach_hint = [(r, w) for (r, _), (_, w) in zip(replies["teacher_hint"], prompts["teacher_hint"])]
+    teach_works = [w for _, w in prompts["teacher"]]
+    return {
+        "problems": n, "temperature": temperature,
+        "default_ai_style_rate": rate([style_of(r) == "ai" for r in stud]),
+        "hint_follow_rate": rate([style_of(r) == "casual" or score_student(r) >= 0.8 for r in hint]),
+        "teacher_default_terse_rate": rate([style_of(r, "teacher") == "terse" for r in teach]),
+        "teacher_hint_follow_rate": rate([score_teacher(r, p, w) >= 0.8 for (r, w), p in zip(teach_hint, problems)]),
+        "answer_accuracy": rate([extract_answer(r) == p.answer for r, p in zip(stud + hint, problems + problems)]),
+        "eos_rate": rate([ended for v in replies.values() for _, ended in v]),
+        "student_score_default": mean([score_student(r) for r in stud]),
+        "student_score_hint": mean([score_student(r) for r in hint]),
+        "teacher_score_default": mean([score_teacher(r, p, w) for r, p, w in zip(teach, problems, teach_works)]),
+        "teacher_score_hint": mean([score_teacher(r, p, w) for (r, w), p in zip(teach_hint, problems)]),
+        "examples": {k: v[0][0] for k, v in replies.items()},
+    }
