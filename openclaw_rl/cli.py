@@ -54,7 +54,7 @@ def up(
             stack.start(engine_service(s, str(model)), timeout_s=300)
             log.info("engine up", url=s.engine_url, model=str(model))
         stack.start(worker_service(s, queues))
-        ok = _wait_worker(s, timeout_s=60)
+        ok = _wait_worker(s, timeout_s=180)
         if gateway:
             stack.start(gateway_service(s), timeout_s=120)
             log.info("gateway up", url=f"http://{s.gateway_host}:{s.gateway_port}/v1")

@@ -126,3 +126,4 @@ def local_engine(random_model_path: Path, tmp_path_factory: pytest.TempPathFacto
 
 
 from tests.model_factory import random_model_path  # noqa: E402,F401  (session fixture)
+from tests.model_factory import engine_url  # noqa: E402,F401  (session fixture: a local engine)

@@ -4,14 +4,18 @@
 tokenizer_config.json with a ChatML chat template). The tokenizer is a byte-level BPE trained on generated sentences,
 so it is identical for every seed: two folders built with different seeds are weight updates of one another.
 
-The ``random_model_path`` fixture (session scoped) builds one folder per test session.
+Fixtures (session scoped): ``random_model_path`` builds one folder per test session; ``engine_url`` serves it with
+the local engine. ``running_engine(path, **config)`` starts a private engine for tests that change its weights.
 """
 
 from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -79,3 +83,41 @@ def make_random_qwen3(directory: str | Path, seed: int = 0, hidden_size: int = 6
 @pytest.fixture(scope="session")
 def random_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_random_qwen3(tmp_path_factory.mktemp("random-qwen3"), seed=0)
+
+
+@contextmanager
+def running_engine(model_path: str | Path, **config: Any) -> Iterator[str]:
+    """Serve ``model_path`` with the local engine on a free loopback port (uvicorn in a thread); yields its URL."""
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    from engine.server import create_app
+    from engine.state import EngineConfig
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    app = create_app(EngineConfig(model_path=Path(model_path), **config))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, name=f"engine-{port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("local engine did not start")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+@pytest.fixture(scope="session")
+def engine_url(random_model_path: Path) -> Iterator[str]:
+    """A local engine serving ``random_model_path`` for the whole session (tests must leave it unpaused)."""
+    with running_engine(random_model_path, max_batch=8) as url:
+        yield url

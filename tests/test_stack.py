@@ -7,7 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import uuid
+from datetime import timedelta
+
 import httpx
+from temporalio import activity, workflow
+from temporalio.worker import Worker
 
 from openclaw_rl.settings import Settings
 
@@ -49,8 +54,9 @@ def test_up_check_starts_temporal_ui_and_worker(tmp_path, free_port):
     env = {"PATH": str(Path(sys.executable).parent), "OPENCLAW_RUNTIME_DIR": str(tmp_path),
            "OPENCLAW_TEMPORAL_ADDRESS": f"127.0.0.1:{free_port}", "OPENCLAW_TEMPORAL_UI_PORT": str(ui_port),
            "OPENCLAW_LOG_FORMAT": "json", "HOME": str(tmp_path)}
-    out = subprocess.run([str(Path(sys.executable).parent / "openclaw-rl"), "up", "--check", "--no-engine", "--no-gateway"], env=env,
-                         capture_output=True, text=True, timeout=180)
+    cmd = [str(Path(sys.executable).parent / "openclaw-rl"), "up", "--check", "--no-engine", "--no-gateway"]
+    out = subprocess.run(cmd, env=env,
+                         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     status = json.loads(out.stdout)
     assert status["worker_roundtrip"] is True
@@ -69,9 +75,33 @@ def test_up_check_starts_temporal_ui_and_worker(tmp_path, free_port):
     assert first["event"] == "settings resolved" and first["admin_key"] == "***"
 
 
-def test_worker_ids_in_activity_logs(tmp_path):
-    """The structlog processor adds workflow/activity ids when called inside an activity."""
+@activity.defn(name="log_context_probe")
+async def log_context_probe(_: str) -> dict:
     from openclaw_rl import logging as olog
 
-    event = olog._temporal_context(None, "info", {"event": "x"})
-    assert "activity_id" not in event  # outside Temporal: nothing added
+    return olog._temporal_context(None, "info", {"event": "probe"})
+
+
+@workflow.defn(name="LogContextProbe", sandboxed=False)
+class LogContextProbe:
+    @workflow.run
+    async def run(self) -> dict:
+        from openclaw_rl import logging as olog
+
+        inside = olog._temporal_context(None, "info", {"event": "wf"})
+        act = await workflow.execute_activity("log_context_probe", "x", start_to_close_timeout=timedelta(seconds=10))
+        return {"workflow": inside, "activity": act}
+
+
+async def test_log_lines_carry_temporal_ids(temporal_env):
+    """The structlog processor adds workflow/activity ids inside Temporal code and nothing outside it."""
+    from openclaw_rl import logging as olog
+
+    assert olog._temporal_context(None, "info", {"event": "x"}) == {"event": "x"}
+    client = temporal_env.client
+    tq = f"log-{uuid.uuid4().hex[:6]}"
+    async with Worker(client, task_queue=tq, workflows=[LogContextProbe], activities=[log_context_probe]):
+        out = await client.execute_workflow("LogContextProbe", id=f"log-probe-{tq}", task_queue=tq)
+    assert out["workflow"]["workflow_id"] == f"log-probe-{tq}" and out["workflow"]["workflow_type"] == "LogContextProbe"
+    assert out["activity"]["workflow_id"] == f"log-probe-{tq}"
+    assert out["activity"]["activity_type"] == "log_context_probe" and out["activity"]["activity_id"]

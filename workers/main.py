@@ -36,6 +36,13 @@ def build_worker(client: Client, s: Settings, queue: str) -> Worker | None:
     if queue == "orchestrator":
         workflows += [PingWorkflow, SessionWorkflow]
         activities += [HealthActivities(tq).ping]
+    if queue == "orchestrator":  # training run loop and its light store / engine activities
+        from workflows.training import TrainingWorkflow
+
+        workflows += [TrainingWorkflow]
+        activities += build_training_activities(s)
+    if queue == "trainer":
+        return build_trainer_worker(client, s, tq)
     if queue == "judge":
         acts = build_session_activities(s)
         activities += [acts.prm_vote, acts.hint_vote, acts.teacher_logprobs, acts.emit_sample]
@@ -63,6 +70,36 @@ def build_session_activities(s: Settings):  # type: ignore[no-untyped-def]
     teacher_url = s.teacher_url or s.engine_url
     policy = PolicyClient(teacher_url, timeout_s=s.http_timeout_s, connect_timeout_s=s.http_connect_timeout_s)
     return SessionActivities(build_judge(s), policy, store_from_settings(s), tokenizer=str(s.model_path))
+
+
+def build_training_activities(s: Settings) -> list[Callable[..., Any]]:
+    from activities.training import StoreActivities
+    from openclaw_rl.policy_client import PolicyClient
+
+    def policy(url: str) -> PolicyClient:  # a weight load can take minutes on a big model
+        return PolicyClient(url, timeout_s=max(s.http_timeout_s, 600.0), connect_timeout_s=s.http_connect_timeout_s)
+
+    acts = StoreActivities(_store_cache(s), policy)
+    return [acts.select_batch, acts.push_weights, acts.seal_version]
+
+
+def build_trainer_worker(client: Client, s: Settings, tq: str) -> Worker:
+    """train_step is a sync activity (torch holds the thread): one at a time, in its own thread pool."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from activities.training import TrainerActivities
+
+    acts = TrainerActivities(_store_cache(s))
+    return Worker(client, task_queue=tq, activities=[acts.train_step], max_concurrent_activities=1,
+                  activity_executor=ThreadPoolExecutor(max_workers=1, thread_name_prefix="train"))
+
+
+def _store_cache(s: Settings):  # type: ignore[no-untyped-def]
+    from activities.training import StoreCache
+
+    return StoreCache(s.resolved_store_url, s.runtime_dir / "cache", endpoint_url=s.s3_endpoint_url,
+                      access_key_id=s.aws_access_key_id.get_secret_value(),
+                      secret_access_key=s.aws_secret_access_key.get_secret_value(), region=s.aws_region)
 
 
 async def run(queues: list[str]) -> None:

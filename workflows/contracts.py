@@ -234,6 +234,7 @@ class TrainingInput:
     max_poll_s: float = 60.0
     steps_per_history: int = 50  # continue-as-new after this many steps (or when the server suggests it)
     step_timeout_s: float = 3600.0  # start-to-close of one train step
+    push_timeout_s: float = 600.0  # start-to-close of one weight push (every engine loads the checkpoint)
     heartbeat_timeout_s: float = 120.0  # a trainer that stays silent this long is presumed dead; the step moves on
     keep_checkpoints: int = 3  # older step checkpoints are deleted once a newer one is live
     trainer_queue: str = "openclaw-trainer"
@@ -257,13 +258,15 @@ class TrainingInput:
     step: int = 0  # train steps completed
     policy_version: int = 0  # the version engines serve; samples of this version are trainable
     checkpoint: str = ""  # store key prefix of the latest checkpoint ("" = the base model)
-    checkpoint_path: str = ""  # what the engines were told to load
+    checkpoint_version: int = 0  # the policy version that checkpoint holds; > policy_version: not pushed yet
+    checkpoint_path: str = ""  # the folder the engines were told to load
     samples_trained: int = 0
     excluded_stale: int = 0  # samples archived without training because their version fell out of the window
     sealed_through: int = -1  # highest policy version whose samples are sealed
     records_sealed_through: int = -1
     paused: bool = False
     stop_requested: bool = False
+    last_error: str = ""  # why the run paused itself (a step or a push failed after its retries)
     applied_requests: list[str] = field(default_factory=list)  # idempotency keys of applied updates (bounded)
     recent_steps: list[StepSummary] = field(default_factory=list)  # the last few steps, for `status`
 
@@ -388,6 +391,7 @@ class TrainingStatus:
     samples_trained: int = 0
     excluded_stale: int = 0
     checkpoint: str = ""
+    last_error: str = ""
     engines: list[str] = field(default_factory=list)
     hparams: TrainHparams = field(default_factory=TrainHparams)
     last_step: StepSummary | None = None

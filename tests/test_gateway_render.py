@@ -1,0 +1,97 @@
+"""Tool-call parsing, whole and streamed, and message normalisation for chat templates."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from api.render import ToolCallStream, split_tool_calls, template_messages
+
+CALL = '<tool_call>\n{"name": "exec", "arguments": {"cmd": "ls -la"}}\n</tool_call>'
+CALL2 = '<tool_call>{"name": "read", "arguments": {"path": "a.txt"}}</tool_call>'
+
+
+def test_split_single_call() -> None:
+    content, calls = split_tool_calls("Let me look.\n" + CALL)
+    assert content == "Let me look."
+    assert len(calls) == 1
+    assert calls[0]["type"] == "function" and calls[0]["id"].startswith("call_")
+    assert calls[0]["function"]["name"] == "exec"
+    assert json.loads(calls[0]["function"]["arguments"]) == {"cmd": "ls -la"}
+
+
+def test_split_two_calls_and_no_content() -> None:
+    content, calls = split_tool_calls(CALL + "\n" + CALL2)
+    assert content == ""
+    assert [c["function"]["name"] for c in calls] == ["exec", "read"]
+    assert len({c["id"] for c in calls}) == 2
+
+
+def test_malformed_or_unclosed_blocks_stay_content() -> None:
+    bad = "<tool_call>{not json}</tool_call>"
+    assert split_tool_calls(bad) == (bad, [])
+    unclosed = 'x <tool_call>{"name": "exec"'
+    assert split_tool_calls(unclosed) == (unclosed, [])
+    assert split_tool_calls("plain text") == ("plain text", [])
+    no_name = '<tool_call>{"arguments": {}}</tool_call>'
+    assert split_tool_calls(no_name) == (no_name, [])
+
+
+def test_string_arguments_kept_as_is() -> None:
+    _, calls = split_tool_calls('<tool_call>{"name": "f", "arguments": "{\\"a\\": 1}"}</tool_call>')
+    assert calls[0]["function"]["arguments"] == '{"a": 1}'
+
+
+def _stream(pieces: list[str]) -> tuple[str, list[dict]]:
+    parser = ToolCallStream()
+    content, calls = [], []
+    for piece in pieces:
+        for ev in parser.feed(piece):
+            content.append(ev.content)
+            if ev.tool_call:
+                calls.append(ev.tool_call)
+    for ev in parser.finish():
+        content.append(ev.content)
+    return "".join(content), calls
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_stream_matches_whole_for_any_split(seed: int) -> None:
+    rng = random.Random(seed)
+    text = "Sure, <tool_ I mean: " + CALL + " and " + CALL2 + " then <tool_call>{broken}</tool_call> end <tool"
+    cuts = sorted(rng.sample(range(1, len(text)), 12))
+    pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    content, calls = _stream(pieces)
+    whole_content, whole_calls = split_tool_calls(text)
+    assert [c["function"] for c in calls] == [c["function"] for c in whole_calls]
+    assert content.strip() == whole_content.strip()
+
+
+def test_stream_holds_partial_open_tag_then_releases() -> None:
+    parser = ToolCallStream()
+    assert [e.content for e in parser.feed("abc <tool")] == ["abc "]
+    assert [e.content for e in parser.feed("box>")] == ["<toolbox>"]
+
+
+def test_stream_unclosed_block_released_at_finish() -> None:
+    parser = ToolCallStream()
+    assert parser.feed('<tool_call>{"name": "x"') == []
+    assert [e.content for e in parser.finish()] == ['<tool_call>{"name": "x"']
+
+
+def test_template_messages() -> None:
+    msgs = [
+        {"role": "developer", "content": [{"type": "text", "text": "be nice"}]},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "exec", "arguments": '{"cmd": "ls"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+        {"role": "tool", "tool_call_id": "c2", "name": "read", "content": "b"},
+    ]
+    out = template_messages(msgs)
+    assert out[0] == {"role": "system", "content": "be nice"}
+    assert out[2]["content"] == "" and out[2]["tool_calls"][0]["function"]["arguments"] == {"cmd": "ls"}
+    assert out[3] == {"role": "tool", "content": "a.txt", "tool_call_id": "c1"}
+    assert out[4]["name"] == "read"

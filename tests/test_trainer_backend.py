@@ -1,0 +1,136 @@
+"""The PyTorch trainer backend on a tiny random Qwen3 (CPU): batching, one PPO step, checkpoints."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from tests.model_factory import random_model_path  # noqa: F401 - fixture
+from trainer.batch import collate, response_logprobs
+from trainer.torch_backend import TorchBackend, TrainConfig
+from workflows.contracts import TrainHparams, TrainingInput
+
+torch.set_num_threads(1)
+
+
+def sample(prompt: list[int], response: list[int], reward: float = 0.0, method: str = "binary",
+           teacher: list[float] | None = None, rollout: list[float] | None = None, mask: list[int] | None = None):
+    return SimpleNamespace(sample_id=f"s{prompt}{response}", prompt_ids=prompt, response_ids=response,
+                           rollout_logprobs=rollout or [0.0] * len(response), teacher_logprobs=teacher,
+                           loss_mask=mask, reward=reward, method=method)
+
+
+def test_defaults_agree_across_workflow_and_backend() -> None:
+    # the workflow input is flat; TrainHparams and TrainConfig must not drift from it
+    run, hp, cfg = TrainingInput(), TrainHparams(), TrainConfig()
+    for f in fields(TrainConfig):
+        assert getattr(cfg, f.name) == getattr(hp, f.name) == getattr(run, f.name), f.name
+    for f in fields(TrainHparams):
+        assert getattr(hp, f.name) == getattr(run, f.name), f.name
+    assert (run.batch_size, run.lr, run.kl_beta, run.clip_eps, run.clip_eps_high, run.max_staleness) == \
+        (16, 1e-5, 0.0, 0.2, 0.28, 0)
+
+
+def test_collate_aligns_response_positions() -> None:
+    b = collate([sample([5, 6, 7], [8, 9], 1.0, mask=[1, 0]), sample([5], [10, 11, 12], -1.0, method="opd",
+                                                                      teacher=[-1.0, -2.0, -3.0])], pad_id=0)
+    assert b.input_ids.tolist() == [[5, 6, 7, 8, 9], [5, 10, 11, 12, 0]]
+    assert b.attention_mask.tolist() == [[1, 1, 1, 1, 1], [1, 1, 1, 1, 0]]
+    # logits at position P-1+t predict response token t
+    assert b.resp_index.tolist() == [[2, 3, 0], [0, 1, 2]]
+    assert b.mask.tolist() == [[1, 0, 0], [1, 1, 1]]
+    assert b.use_binary.tolist() == [True, False] and b.use_opd.tolist() == [False, True]
+    assert b.has_teacher.tolist() == [False, True]
+    # one-hot logits: response_logprobs must read exactly the predicted token's log-prob
+    V = 16
+    logits = torch.full((2, 5, V), -1e4)
+    for i in range(2):
+        for t in range(3):
+            logits[i, b.resp_index[i, t], b.response_ids[i, t]] = 0.0
+    logp, ent = response_logprobs(logits, b, with_entropy=True)
+    torch.testing.assert_close(logp[:, :2], torch.zeros(2, 2))
+
+
+def test_step_moves_logprobs_by_reward_and_logs(random_model_path: Path) -> None:  # noqa: F811
+    be = TorchBackend(random_model_path, TrainConfig(lr=1e-3), device="cpu")
+    good, bad = sample([5, 6, 7], [8, 9, 10, 11], 1.0), sample([5, 6], [12, 13, 14], -1.0)
+    batch = collate([good, bad], be.pad_id)
+    before = be.logprobs(be.model, batch)
+    # rollout log-probs equal to the model's: the train/serve gap must come out ~0
+    good.rollout_logprobs = before[0, :4].tolist()
+    bad.rollout_logprobs = before[1, :3].tolist()
+    stats = be.train_step([good, bad])
+    after = be.logprobs(be.model, batch)
+    delta = ((after - before) * batch.mask).sum(dim=1) / batch.mask.sum(dim=1)
+    assert delta[0] > 0 > delta[1]
+    assert stats["step"] == be.step == 1
+    assert stats["train_rollout_abs_diff_max"] < 1e-4
+    assert stats["clip_fraction"] == 0.0 and stats["ratio_mean"] == pytest.approx(1.0)
+    for key in ("loss", "entropy", "approx_kl", "grad_norm", "tokens_per_s", "train_rollout_abs_diff_mean"):
+        assert key in stats
+
+
+def test_loss_decreases_over_epochs_on_a_fixed_batch(random_model_path: Path) -> None:  # noqa: F811
+    be = TorchBackend(random_model_path, TrainConfig(lr=2e-4, ppo_epochs=4, clip_eps_high=10.0, clip_eps=0.99),
+                      device="cpu")
+    batch = [sample([5, 6, 7], [8, 9, 10, 11], 1.0), sample([5, 6], [12, 13, 14], -1.0)]
+    stats = be.train_step(batch)
+    losses = stats["epoch_losses"]
+    assert len(losses) == 4 and stats["n_updates"] == 4
+    # epoch 1 is at ratio 1: loss = -mean(A) = 0 for rewards +1 / -1
+    assert losses[0] == pytest.approx(0.0, abs=1e-6)
+    assert all(b < a for a, b in zip(losses, losses[1:])), losses
+    assert stats["approx_kl"] > 0
+
+
+def test_opd_and_kl_paths(random_model_path: Path) -> None:  # noqa: F811
+    be = TorchBackend(random_model_path, TrainConfig(lr=1e-3, kl_beta=0.1, num_minibatches=2, micro_batch_size=1),
+                      device="cpu")
+    assert be.ref is not None and not any(p.requires_grad for p in be.ref.parameters())
+    batch = collate([sample([5, 6, 7], [8, 9], method="opd", teacher=[0.0, 0.0])], be.pad_id)
+    before = be.logprobs(be.model, batch)
+    # teacher log-prob 0 > student: the OPD advantage is positive on every token, so the response gets likelier
+    stats = be.train_step([sample([5, 6, 7], [8, 9], method="opd", teacher=[0.0, 0.0]),
+                           sample([5, 6], [12, 13], method="combined", reward=0.0)])
+    assert stats["n_updates"] == 2 and "kl_ref" in stats
+    assert (be.logprobs(be.model, batch) - before).sum() > 0
+
+
+def test_checkpoint_round_trip(random_model_path: Path, tmp_path: Path) -> None:  # noqa: F811
+    cfg = TrainConfig(lr=1e-3)
+    be = TorchBackend(random_model_path, cfg, device="cpu")
+    batch = [sample([5, 6, 7], [8, 9, 10], 1.0), sample([5, 6], [12, 13], -1.0)]
+    be.train_step(batch)
+    be.policy_version = 1
+    ckpt = be.save_checkpoint(tmp_path / "step=1", extra={"batch_digest": "abc"})
+    names = {p.name for p in ckpt.iterdir()}
+    assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "optimizer.pt",
+            "trainer_state.json"} <= names
+    state = json.loads((ckpt / "trainer_state.json").read_text())
+    assert (state["step"], state["policy_version"], state["batch_digest"]) == (1, 1, "abc")
+    assert state["base_model_path"] == str(random_model_path)
+
+    back = TorchBackend.from_checkpoint(ckpt, cfg, device="cpu")
+    assert (back.step, back.policy_version, back.base_path) == (1, 1, random_model_path)
+    for (n, p), (_, q) in zip(be.model.named_parameters(), back.model.named_parameters()):
+        torch.testing.assert_close(p, q, msg=n)
+    s1, s2 = be.optimizer.state_dict(), back.optimizer.state_dict()
+    assert s1["param_groups"][0]["lr"] == s2["param_groups"][0]["lr"]
+    for k in s1["state"]:
+        for name in ("exp_avg", "exp_avg_sq", "step"):
+            torch.testing.assert_close(s1["state"][k][name], s2["state"][k][name])
+    # both continue identically: same weights, same optimiser moments
+    be.train_step(batch)
+    back.train_step(batch)
+    for (n, p), (_, q) in zip(be.model.named_parameters(), back.model.named_parameters()):
+        torch.testing.assert_close(p, q, msg=n)
+    # the saved folder is a plain HF checkpoint
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    AutoModelForCausalLM.from_pretrained(ckpt)
+    AutoTokenizer.from_pretrained(ckpt)
