@@ -78,16 +78,20 @@ def _load_tokenizer(path: Path) -> Any:
     return AutoTokenizer.from_pretrained(str(path))
 
 
-async def _context_length(policy: Any, tokenizer: Any, model_path: Path) -> int:
-    """The engine's context window (model info), else the model config's, else the tokenizer's."""
+async def _model_info(policy: Any) -> dict[str, Any]:
     try:
         info = await policy.model_info()
-        info = info if isinstance(info, dict) else vars(info)
-        for key in ("context_length", "context_len", "max_context_length", "max_model_len", "max_position_embeddings"):
-            if isinstance(info.get(key), int) and info[key] > 0:
-                return int(info[key])
+        return info if isinstance(info, dict) else vars(info)
     except Exception as e:  # noqa: BLE001 - the engine may start after the gateway
         log.warning("engine model info unavailable; using the model config", error=repr(e))
+        return {}
+
+
+def _context_length(info: dict[str, Any], tokenizer: Any, model_path: Path) -> int:
+    """The engine's context window (model info), else the model config's, else the tokenizer's."""
+    for key in ("context_length", "max_context_length", "max_model_len", "max_position_embeddings"):
+        if isinstance(info.get(key), int) and info[key] > 0:
+            return int(info[key])
     try:
         config = json.loads((model_path / "config.json").read_text())
         if int(config.get("max_position_embeddings", 0)) > 0:
@@ -119,10 +123,11 @@ def create_app(settings: Settings | None = None, *, policy: Any = None, temporal
         sink = TurnSink(temporal_submitter or TemporalSubmitter(s, timeout_s=min(s.http_timeout_s, 10.0)), spool,
                         store=blob_store, records=writer)
         await sink.start()
+        info = await _model_info(engine)
         gw = Gateway(settings=s, policy=engine, renderer=PromptRenderer(tok),
                      keys=keys or KeyStore.in_runtime_dir(s.runtime_dir), sink=sink,
-                     model_name=os.environ.get("OPENCLAW_SERVED_MODEL_NAME") or Path(s.model_path).name,
-                     context_length=await _context_length(engine, tok, Path(s.model_path)),
+                     model_name=info.get("served_model_name") or Path(s.model_path).name,
+                     context_length=_context_length(info, tok, Path(s.model_path)),
                      default_max_tokens=DEFAULT_MAX_TOKENS)
         app.state.gateway = gw
         log.info("gateway ready", engine=s.engine_url, temporal=s.temporal_address, model=gw.model_name,

@@ -56,7 +56,7 @@ def engine_error(exc: BaseException) -> OpenAIError:
     if isinstance(exc, PolicyEngineError):
         status = int(getattr(exc, "status", 0) or 0)
         message = f"policy engine error: {getattr(exc, 'message', str(exc))}"
-        if status in (408, 504):
+        if status in (408, 504) or (status == 0 and isinstance(exc.__cause__, httpx.TimeoutException)):
             return OpenAIError(504, message, type="server_error", code="engine_timeout")
         if status in (0, 429, 503):
             return OpenAIError(503, message, type="server_error", code="engine_unavailable")

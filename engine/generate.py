@@ -7,6 +7,7 @@ log-probs come back in ``meta_info.input_token_logprobs`` with SGLang's conventi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -53,7 +54,9 @@ def _prompts(body: GenerateReqInput, state: EngineState) -> tuple[list[list[int]
         single = isinstance(body.text, str)
     else:
         ids = body.input_ids or []
-        single = bool(ids) and isinstance(ids[0], int)
+        if not ids:
+            raise BadRequest("input_ids is empty: a prompt has no tokens")
+        single = isinstance(ids[0], int)
         prompts = [ids] if single else ids  # type: ignore[list-item]
     if not prompts:
         raise BadRequest("the batch is empty")
@@ -148,11 +151,19 @@ async def wait_finished(reqs: list[Req], request: Request, state: EngineState) -
     try:
         await asyncio.wait({results, gone}, return_when=asyncio.FIRST_COMPLETED)
     finally:
+        gone.cancel()
         if not results.done():
             abort_unfinished(reqs, state, "client disconnected")
             results.cancel()
-        gone.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await results
+    if results.cancelled():
+        raise ClientGone()
     return results.result()
+
+
+class ClientGone(Exception):
+    """The client disconnected before its answer was ready (nobody reads the response)."""
 
 
 def abort_unfinished(reqs: list[Req], state: EngineState, message: str) -> None:

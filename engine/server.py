@@ -16,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from engine.generate import ClientGone
 from engine.request import Req
 from engine.sampling import SamplingConfig
 from engine.schemas import (AbortReq, DetokenizeRequest, PauseGenerationReqInput, TokenizeRequest,
@@ -80,6 +81,10 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(BadRequest)
     async def _bad(_: Request, exc: BadRequest) -> JSONResponse:
         return JSONResponse(error_body(exc.message, 400), status_code=400)
+
+    @app.exception_handler(ClientGone)
+    async def _gone(_: Request, __: ClientGone) -> Response:
+        return Response(status_code=499)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

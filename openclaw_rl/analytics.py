@@ -17,6 +17,9 @@ but has its documented columns; columns that records carry beyond those are adde
     loss_mask TINYINT[], has_teacher, created_at TIMESTAMPTZ, group_id, step_index, advantages FLOAT[],
     meta VARCHAR (JSON), version BIGINT (partition), archived BOOLEAN
 ``trained`` (ledger/): sample_id VARCHAR, step BIGINT, trained_at TIMESTAMPTZ, run VARCHAR
+``experiments`` (experiments/*/results.parquet, written by `openclaw-rl experiment`): experiment, setting, method,
+    seed, run, interactions, phase ('before'|'curve'|'after'), score, accuracy, n_problems, policy_version,
+    samples_trained, train_steps, lr, batch_size, recorded_at (see openclaw_rl.experiment_results)
 
 ``version`` and ``date`` (and ``run`` for ``trained``) come from the hive-style folder names. Views see the globs
 that had files when they were made: ``create_views(con, store)`` again (or a new connection) picks up a tree created
@@ -50,7 +53,11 @@ RECORD_COLUMNS = {
     "events": "event VARCHAR, source VARCHAR, message VARCHAR, " + _RECORD_COMMON,
 }
 TRAINED_COLUMNS = "sample_id VARCHAR, step BIGINT, trained_at TIMESTAMPTZ, run VARCHAR"
-VIEWS = ("turns", "judgements", "events", "samples", "trained")
+EXPERIMENT_COLUMNS = ("experiment VARCHAR, setting VARCHAR, method VARCHAR, seed BIGINT, run VARCHAR, interactions BIGINT, "
+                      "phase VARCHAR, score DOUBLE, accuracy DOUBLE, n_problems BIGINT, policy_version BIGINT, "
+                      "samples_trained BIGINT, train_steps BIGINT, lr DOUBLE, batch_size BIGINT, "
+                      "recorded_at TIMESTAMPTZ")
+VIEWS = ("turns", "judgements", "events", "samples", "trained", "experiments")
 
 
 def _lit(value: str) -> str:
@@ -127,6 +134,17 @@ def create_views(con: "duckdb.DuckDBPyConnection", store: "ObjectStore") -> None
     reader = (f"read_parquet({_lit(f'{base}/ledger/*/*.parquet')}, union_by_name=true, hive_partitioning=true, "
               "hive_types={'run': 'VARCHAR'})")
     _union(con, store, "trained", TRAINED_COLUMNS, [("ledger/", reader, None)])
+    _experiments_view(con, store, base)
+
+
+def _experiments_view(con: "duckdb.DuckDBPyConnection", store: "ObjectStore", base: str) -> None:
+    """``experiments``: every experiment's results table (an experiment folder may hold only other files)."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _experiments_template ({EXPERIMENT_COLUMNS})")
+    select = "SELECT * FROM _experiments_template"
+    if any(k.endswith("/results.parquet") for k in store.list("experiments/")):
+        reader = f"read_parquet({_lit(f'{base}/experiments/*/results.parquet')}, union_by_name=true)"
+        select += f"\nUNION ALL BY NAME SELECT * FROM {reader}"
+    con.execute(f"CREATE OR REPLACE TEMP VIEW experiments AS {select}")
 
 
 def _arrow_columns(con: "duckdb.DuckDBPyConnection", schema: Any) -> str:
@@ -168,7 +186,7 @@ def open_duckdb(source: "Settings | ObjectStore | str | None" = None) -> "duckdb
 
 
 def sql_command(
-    query: Annotated[str, typer.Argument(help="SQL over the views turns, judgements, events, samples, trained")],
+    query: Annotated[str, typer.Argument(help="SQL over the views turns, judgements, events, samples, trained, experiments")],
     as_json: Annotated[bool, typer.Option("--json", help="print the rows as a JSON array of objects")] = False,
     as_csv: Annotated[bool, typer.Option("--csv", help="print the rows as CSV with a header line")] = False,
     max_rows: Annotated[int, typer.Option(help="rows shown in the table view (--json and --csv print all)")] = 100,

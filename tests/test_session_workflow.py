@@ -20,7 +20,7 @@ from activities.session import SessionActivities, sample_id_for
 from openclaw_rl.policy_client import PolicyClient, SamplingParams
 from openclaw_rl.samples import SampleReader
 from openclaw_rl.store import ObjectStore
-from workflows.contracts import SessionConfig, SessionInput, SessionStatus, TurnPayload, TurnRef, \
+from workflows.contracts import SessionConfig, SessionInput, SessionStatus, TurnPayload, TurnRef, policy_version_of, \
     session_workflow_id
 from workflows.session import SessionWorkflow
 
@@ -42,7 +42,7 @@ async def serve_turn(policy: PolicyClient, tokenizer, messages: list[dict], sess
             break
         tail.insert(0, m)
     return TurnRef(request_id=uuid.uuid4().hex, session_id=session, user="alice", turn_type=turn_type,
-                   policy_version=int(gen.weight_version or 0), created_at=time.time(), session_done=done, tail=tail,
+                   policy_version=policy_version_of(gen.weight_version), created_at=time.time(), session_done=done, tail=tail,
                    payload=TurnPayload(messages=messages, prompt_ids=list(prompt_ids), response_ids=gen.output_ids,
                                        response_logprobs=gen.output_logprobs, response_text=gen.text))
 
@@ -89,8 +89,8 @@ async def test_session_pairs_turns_judges_and_emits(temporal_env, local_engine, 
                                                                               config=cfg),
                                             id=wid, task_queue=tq, start_signal="submit_turn",
                                             start_signal_args=[turn])
-            handle = client.get_workflow_handle(wid)
-            status: SessionStatus = await handle.result(result_type=SessionStatus)
+            handle = client.get_workflow_handle(wid, result_type=SessionStatus)
+            status: SessionStatus = await handle.result()
 
     assert status.closed and status.main_turns == 3 and status.turns_seen == 4
     samples = {s.turn: s for v in SampleReader(store, "t").list_versions() for s in SampleReader(store, "t").read(v)}
@@ -148,7 +148,7 @@ async def test_idle_session_closes_and_records_last_turn(temporal_env, local_eng
                 SessionWorkflow.run, SessionInput(session_id=session, user="bob", config=cfg),
                 id=session_workflow_id(session), task_queue=tq, start_signal="submit_turn", start_signal_args=[turn],
                 execution_timeout=timedelta(seconds=60))
-            status = await handle.result(result_type=SessionStatus)
+            status = await handle.result()
     assert status.closed and status.main_turns == 1 and status.samples_emitted == 0
     (key,) = store.list("records/judgements/")
     record = json.loads(store.get_bytes(key))

@@ -10,7 +10,6 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from tests.model_factory import random_model_path  # noqa: F401 - fixture
 from trainer.batch import collate, response_logprobs
 from trainer.torch_backend import TorchBackend, TrainConfig
 from workflows.contracts import TrainHparams, TrainingInput
@@ -56,7 +55,7 @@ def test_collate_aligns_response_positions() -> None:
     torch.testing.assert_close(logp[:, :2], torch.zeros(2, 2))
 
 
-def test_step_moves_logprobs_by_reward_and_logs(random_model_path: Path) -> None:  # noqa: F811
+def test_step_moves_logprobs_by_reward_and_logs(random_model_path: Path) -> None:
     be = TorchBackend(random_model_path, TrainConfig(lr=1e-3), device="cpu")
     good, bad = sample([5, 6, 7], [8, 9, 10, 11], 1.0), sample([5, 6], [12, 13, 14], -1.0)
     batch = collate([good, bad], be.pad_id)
@@ -75,7 +74,7 @@ def test_step_moves_logprobs_by_reward_and_logs(random_model_path: Path) -> None
         assert key in stats
 
 
-def test_loss_decreases_over_epochs_on_a_fixed_batch(random_model_path: Path) -> None:  # noqa: F811
+def test_loss_decreases_over_epochs_on_a_fixed_batch(random_model_path: Path) -> None:
     be = TorchBackend(random_model_path, TrainConfig(lr=2e-4, ppo_epochs=4, clip_eps_high=10.0, clip_eps=0.99),
                       device="cpu")
     batch = [sample([5, 6, 7], [8, 9, 10, 11], 1.0), sample([5, 6], [12, 13, 14], -1.0)]
@@ -88,7 +87,7 @@ def test_loss_decreases_over_epochs_on_a_fixed_batch(random_model_path: Path) ->
     assert stats["approx_kl"] > 0
 
 
-def test_opd_and_kl_paths(random_model_path: Path) -> None:  # noqa: F811
+def test_opd_and_kl_paths(random_model_path: Path) -> None:
     be = TorchBackend(random_model_path, TrainConfig(lr=1e-3, kl_beta=0.1, num_minibatches=2, micro_batch_size=1),
                       device="cpu")
     assert be.ref is not None and not any(p.requires_grad for p in be.ref.parameters())
@@ -101,7 +100,7 @@ def test_opd_and_kl_paths(random_model_path: Path) -> None:  # noqa: F811
     assert (be.logprobs(be.model, batch) - before).sum() > 0
 
 
-def test_checkpoint_round_trip(random_model_path: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_checkpoint_round_trip(random_model_path: Path, tmp_path: Path) -> None:
     cfg = TrainConfig(lr=1e-3)
     be = TorchBackend(random_model_path, cfg, device="cpu")
     batch = [sample([5, 6, 7], [8, 9, 10], 1.0), sample([5, 6], [12, 13], -1.0)]

@@ -82,7 +82,7 @@ class TorchBackend:
         self.step = 0
         self.policy_version = 0
         self.ref: torch.nn.Module | None = None
-        self._load_model(self.base_path)
+        self._load_model(Path(model_path))
         self.set_config(self.config)
 
     # -- model, optimiser, config -----------------------------------------------------------------------------------

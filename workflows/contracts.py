@@ -213,6 +213,8 @@ class StepSummary:
     duration_s: float = 0.0
     attempt: int = 1
     checkpoint: str = ""
+    resumed_from: str = ""  # set when the trainer had to reload (a new worker, or a retry after a crash)
+    reused: bool = False  # a retry found the step already checkpointed
 
 
 @dataclass
@@ -396,3 +398,11 @@ class TrainingStatus:
     hparams: TrainHparams = field(default_factory=TrainHparams)
     last_step: StepSummary | None = None
     recent_steps: list[StepSummary] = field(default_factory=list)
+
+
+def policy_version_of(weight_version: str | int | None) -> int:
+    """Engines report `weight_version` as a string (SGLang starts at "default"); policy versions are integers."""
+    try:
+        return int(weight_version)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return 0

@@ -83,7 +83,8 @@ def summary_of(out: TrainStepOutput) -> StepSummary:
     names = {f.name for f in fields(StepSummary)}
     picked = {k: float(v) for k, v in out.stats.items() if k in names and isinstance(v, (int, float))}
     return replace(StepSummary(**picked), step=out.step, policy_version=out.policy_version,
-                   n_samples=int(out.stats.get("n_samples", 0)), attempt=out.attempt, checkpoint=out.checkpoint)
+                   n_samples=int(out.stats.get("n_samples", 0)), attempt=out.attempt, checkpoint=out.checkpoint,
+                   resumed_from=out.resumed_from, reused=out.reused)
 
 
 @workflow.defn(name=TRAINING_WORKFLOW)

@@ -20,8 +20,8 @@ ENGINE_HEALTH_TIMEOUT_S = 2.0
 @router.get("/healthz", response_model=HealthReport)
 async def healthz(gw: GatewayDep) -> JSONResponse:
     try:
-        await asyncio.wait_for(gw.policy.health(), timeout=ENGINE_HEALTH_TIMEOUT_S)
-        engine = {"ok": True, "url": gw.settings.engine_url}
+        ok = await asyncio.wait_for(gw.policy.health(), timeout=ENGINE_HEALTH_TIMEOUT_S)
+        engine = {"ok": ok is not False, "url": gw.settings.engine_url}
     except Exception as e:  # noqa: BLE001 - any failure means the engine cannot serve now
         engine = {"ok": False, "url": gw.settings.engine_url, "error": repr(e)[:300]}
     sink = gw.sink.state()

@@ -6,7 +6,8 @@ and keys (``qk_layernorm``), rotary embeddings over the whole head with Qwen's `
 from ``get_gpt_layer_local_spec`` (Megatron's own modules, no Transformer Engine), so the same model runs on CPU.
 
 Weights are not initialised here (``perform_initialization=False``): they are loaded from the HF folder through
-``trainer.megatron.convert``. The vocabulary is padded to ``convert.padded_vocab_size``; the padded logit columns
+``trainer.megatron.convert``; the tensor-parallel attributes Megatron's initialisers would have set are set by
+``mark_tensor_parallel_params``. The vocabulary is padded to ``convert.padded_vocab_size``; the padded logit columns
 exist in the model's output and callers must mask them (``trainer.megatron.backend`` does).
 
 Not supported (refused with a clear error): attention biases, sliding-window attention, RoPE scaling.
@@ -93,7 +94,7 @@ def build_gpt_model(hf_cfg: Any, padded_vocab: int, tp: int = 1, dtype: torch.dt
 
     config = transformer_config(hf_cfg, tp=tp, dtype=dtype, use_cpu=use_cpu)
     spec = get_gpt_layer_local_spec(qk_layernorm=True, normalization="RMSNorm")
-    return GPTModel(
+    model = GPTModel(
         config=config,
         transformer_layer_spec=spec,
         vocab_size=padded_vocab,
@@ -106,6 +107,31 @@ def build_gpt_model(hf_cfg: Any, padded_vocab: int, tp: int = 1, dtype: torch.dt
         rotary_percent=1.0,
         rotary_base=rope_theta(hf_cfg),
     )
+    mark_tensor_parallel_params(model)
+    return model
+
+
+def mark_tensor_parallel_params(model: torch.nn.Module) -> None:
+    """Tag the sharded weights as Megatron's own initialisation would (``tensor_model_parallel``, partition dim).
+
+    Megatron sets these attributes inside its weight-init helpers, which ``perform_initialization=False`` skips;
+    gradient-norm code (``param_is_not_tensor_parallel_duplicate``) relies on them to count each shard once.
+    """
+    from megatron.core.tensor_parallel import (
+        ColumnParallelLinear,
+        RowParallelLinear,
+        VocabParallelEmbedding,
+        set_tensor_model_parallel_attributes,
+    )
+
+    for module in model.modules():
+        weight = getattr(module, "weight", None)
+        if weight is None:
+            continue
+        if isinstance(module, (ColumnParallelLinear, VocabParallelEmbedding)):
+            set_tensor_model_parallel_attributes(weight, is_parallel=True, dim=0, stride=1)
+        elif isinstance(module, RowParallelLinear):
+            set_tensor_model_parallel_attributes(weight, is_parallel=True, dim=1, stride=1)
 
 
 def causal_mask(seq_len: int, device: torch.device | str = "cpu") -> torch.Tensor:

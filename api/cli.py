@@ -1,0 +1,61 @@
+"""`openclaw-rl gateway serve`, and a helper that runs an app on a loopback port in a thread (tests, benchmarks)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
+
+import typer
+
+app = typer.Typer(no_args_is_help=True, help="The OpenAI-compatible gateway.")
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="default: settings.gateway_host")] = None,
+    port: Annotated[int | None, typer.Option(help="default: settings.gateway_port")] = None,
+) -> None:
+    """Serve the gateway until interrupted."""
+    import uvicorn
+
+    from api.app import create_app
+    from openclaw_rl.logging import log_startup
+    from openclaw_rl.settings import get_settings
+
+    s = get_settings()
+    log_startup("gateway")
+    uvicorn.run(create_app(s), host=host or s.gateway_host, port=port or s.gateway_port, log_level="warning",
+                access_log=False, timeout_graceful_shutdown=10)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def running(asgi_app: Any, port: int | None = None, startup_timeout_s: float = 60.0) -> Iterator[str]:
+    """Serve an ASGI app (lifespan included) with uvicorn on 127.0.0.1 in a daemon thread; yields its base URL."""
+    import uvicorn
+
+    port = port or free_port()
+    server = uvicorn.Server(uvicorn.Config(asgi_app, host="127.0.0.1", port=port, log_level="warning",
+                                           access_log=False, lifespan="on"))
+    thread = threading.Thread(target=server.run, name=f"asgi-{port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + startup_timeout_s
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            raise RuntimeError(f"server on port {port} did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)

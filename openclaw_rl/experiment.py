@@ -1,0 +1,443 @@
+"""The personal-agent experiment (the paper's Table 3 / Figure 2) on the real stack: `openclaw-rl experiment personal`.
+
+For each method and seed (a *run*, named ``<experiment>-<method>-s<seed>``):
+
+1. a fresh copy of the base model in the run's folder; the engine restarted on it, the workers and the gateway
+   restarted with the run's name and method (``OPENCLAW_RUN``, ``OPENCLAW_METHOD``), so runs never share weights,
+   samples, checkpoints or sessions; one Temporal dev server serves every run;
+2. an API key for the run's simulated user; evaluation before any interaction (``envs.personal.evaluate``: held-out
+   problems, first response, side turns that are never trained);
+3. the run's ``TrainingWorkflow``; ``interactions`` conversations with the simulated user on train-split problems
+   through the gateway (``envs.personal.driver``), an evaluation every ``eval_every`` interactions for the curve;
+4. once every session has closed, wait until the run has trained every full batch it can, then evaluate again.
+
+Results: ``experiments/<id>/results.parquet`` in the object store (one row per evaluation; the ``experiments`` view of
+``openclaw-rl sql``), ``answers.parquet`` (every evaluated answer), ``curve.png`` (score and accuracy against
+interactions, mean and spread over seeds, one line per method) and ``summary.json``. Everything started is stopped at
+the end, on error and on Ctrl-C.
+
+The paper trains 4B-32B models with lr 1e-5; the tiny CPU model needs a larger step (``DEFAULT_LR``). While a step
+trains, serving goes on: ``max_staleness`` 1 lets the next step use what was answered meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from openclaw_rl.settings import Settings, get_settings
+from openclaw_rl.stack import Service, Stack, engine_service, gateway_service, port_open, stop_pid, \
+    temporal_service, worker_service
+
+DEFAULT_LR = 1e-4
+METHODS = ("binary", "opd", "combined")
+
+
+@dataclass
+class ExperimentConfig:
+    setting: str = "student"
+    methods: list[str] = field(default_factory=lambda: ["combined"])
+    interactions: int = 36  # conversations per run, one per train-split problem
+    seeds: int = 1
+    eval_every: int = 12  # 0: evaluate before and after only
+    eval_problems: int = 24
+    rounds: int = 2  # judged answers per conversation (each followed by the user's reaction)
+    lr: float = DEFAULT_LR
+    batch_size: int = 16
+    max_staleness: int = 1
+    kl_beta: float = 0.0
+    temperature: float = 0.7  # sampling temperature of the interactions and of the evaluations
+    concurrency: int = 2  # conversations in flight at once
+    eval_concurrency: int = 8
+    max_tokens: int = 320
+    preset: str = "default"  # tiny model preset, unless model_path names a model folder
+    model_path: str = ""
+    out: str = ""  # local folder for model copies, plot and summary; default <runtime>/experiments/<id>
+    experiment_id: str = ""
+    keep_models: bool = False
+    progress: bool = True
+
+    def validate(self) -> None:
+        if self.setting not in ("student", "teacher"):
+            raise ValueError(f"unknown setting {self.setting!r}: student or teacher")
+        bad = [m for m in self.methods if m not in METHODS]
+        if bad or not self.methods:
+            raise ValueError(f"unknown method(s) {bad}: choose from {', '.join(METHODS)}")
+        if self.interactions < 1 or self.seeds < 1 or self.eval_problems < 1 or self.batch_size < 1:
+            raise ValueError("interactions, seeds, eval_problems and batch_size must be >= 1")
+
+
+def _bar(total: int, desc: str, enabled: bool, leave: bool = True) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, file=sys.stderr, disable=not enabled, leave=leave, dynamic_ncols=True)
+
+
+def base_model(preset: str, model_path: str = "") -> Path:
+    """The model every run copies: ``model_path`` as is, else the tiny model of ``preset`` (built once, cached)."""
+    if model_path:
+        if not (Path(model_path) / "config.json").exists():
+            raise FileNotFoundError(f"{model_path} holds no model (config.json missing)")
+        return Path(model_path)
+    from tinymodel.build import build_tiny, default_path, read_stamp
+
+    path = default_path(preset)
+    if (path / "config.json").exists() and read_stamp(path) is None:
+        return path  # a model someone put there: never rebuilt over
+    return build_tiny(path, preset)
+
+
+class Experiment:
+    """Runs the experiment; a context manager so that everything it started is stopped whatever happens."""
+
+    def __init__(self, cfg: ExperimentConfig, settings: Settings | None = None) -> None:
+        from openclaw_rl.store import store_from_settings
+
+        cfg.validate()
+        self.cfg = cfg
+        self.s = settings or get_settings()
+        self.store = store_from_settings(self.s)
+        self.id = cfg.experiment_id or f"{cfg.setting}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+        self.dir = Path(cfg.out) if cfg.out else self.s.runtime_dir / "experiments" / self.id
+        self.stack = Stack(self.s)
+        self.rows: list[dict[str, Any]] = []
+        self.answers: list[dict[str, Any]] = []
+        self.runs: list[dict[str, Any]] = []
+
+    # -- lifecycle ------------------------------------------------------------------------------------------------
+    def __enter__(self) -> "Experiment":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self.stack.stop_all()
+
+    def start_temporal(self) -> None:
+        host, port = self.s.temporal_address.rsplit(":", 1)
+        for name, p in (("Temporal", int(port)), ("engine", self.s.engine_port), ("gateway", self.s.gateway_port)):
+            if port_open(host if name == "Temporal" else "127.0.0.1", p):
+                raise RuntimeError(f"port {p} ({name}) is in use: is `openclaw-rl up` running? Stop it first, or "
+                                   "point OPENCLAW_* ports and OPENCLAW_RUNTIME_DIR elsewhere")
+        self.stack.start(temporal_service(self.s), timeout_s=120)
+
+    @contextmanager
+    def run_services(self, run: str, method: str, model: Path, base: Path) -> Iterator[None]:
+        """Engine on the run's model copy, workers and gateway with the run's name; stopped when the next run starts.
+        On success they stay up until ``stop()`` (the demo's ``--keep-up`` browses them)."""
+        env = {"OPENCLAW_RUN": run, "OPENCLAW_METHOD": method, "OPENCLAW_MODEL_PATH": str(base)}
+        started: list[Service] = []
+        for old in [x for x in self.stack.services if x.name != "temporal"]:
+            stop_pid(old.pid)
+            self.stack.services.remove(old)
+        try:
+            for svc, timeout in ((engine_service(self.s, str(model)), 300), (worker_service(self.s), 60),
+                                 (gateway_service(self.s), 120)):
+                svc.env = {**svc.env, **env}
+                started.append(self.stack.start(svc, timeout_s=timeout))
+            yield
+        except BaseException:
+            for svc in reversed(started):
+                stop_pid(svc.pid)
+                if svc in self.stack.services:
+                    self.stack.services.remove(svc)
+            raise
+
+    # -- the experiment -------------------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        t0 = time.monotonic()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        base = base_model(self.cfg.preset, self.cfg.model_path)
+        self.start_temporal()
+        for method in self.cfg.methods:
+            for seed in range(self.cfg.seeds):
+                self.runs.append(self.run_one(method, seed, base))
+        return self.finish(time.monotonic() - t0)
+
+    def run_one(self, method: str, seed: int, base: Path) -> dict[str, Any]:
+        from openclaw_rl.keys import KeyStore
+
+        run = f"{self.id}-{method}-s{seed}"
+        model = self.dir / f"{method}-s{seed}" / "model"
+        shutil.rmtree(model, ignore_errors=True)
+        shutil.copytree(base, model)
+        t0 = time.monotonic()
+        with self.run_services(run, method, model, base):
+            key = KeyStore.in_runtime_dir(self.s.runtime_dir).add(run[-64:])
+            try:
+                info = asyncio.run(self._run_async(run, method, seed, model, key))
+            finally:
+                KeyStore.in_runtime_dir(self.s.runtime_dir).revoke(run[-64:])
+        if not self.cfg.keep_models:
+            shutil.rmtree(model.parent, ignore_errors=True)
+        return {**info, "run": run, "method": method, "seed": seed, "wall_s": round(time.monotonic() - t0, 1)}
+
+    async def _run_async(self, run: str, method: str, seed: int, model: Path, key: str) -> dict[str, Any]:
+        from envs.personal.driver import GatewayDriver
+        from envs.personal.evaluate import heldout_problems
+        from envs.personal.problems import generate
+        from openclaw_rl.temporal import connect, ping_worker
+
+        cfg = self.cfg
+        client = await connect(self.s)
+        await _retry(lambda: ping_worker(self.s, timeout_s=10), timeout_s=60)
+        driver = GatewayDriver(f"http://{self.s.gateway_host}:{self.s.gateway_port}", key,
+                               temperature=cfg.temperature, max_tokens=cfg.max_tokens)
+        evals = heldout_problems(cfg.eval_problems)
+        train = generate(cfg.interactions, split="train", seed=seed)
+        trainer = RunTrainer(client, self.s, self.store, run, method, cfg, model)
+        sessions: list[str] = []
+        try:
+            await self._evaluate(driver, run, method, seed, 0, evals, "before", trainer)
+            await trainer.start()
+            done = 0
+            bar = _bar(cfg.interactions, f"{method} seed {seed}", cfg.progress)
+            for stop in _checkpoints(cfg.interactions, cfg.eval_every):
+                await self._converse(driver, key, run, seed, train[done:stop], done, sessions, bar)
+                done = stop
+                if done < cfg.interactions:
+                    await self._evaluate(driver, run, method, seed, done, evals, "curve", trainer)
+            bar.close()
+            await _wait_sessions(client, sessions)
+            status = await trainer.drain()
+            await self._evaluate(driver, run, method, seed, cfg.interactions, evals, "after", trainer)
+            status = await trainer.end()
+        except BaseException:  # error or Ctrl-C (a cancelled task): leave nothing running in Temporal
+            await _terminate(client, [*sessions, *([trainer.handle.id] if trainer.handle else [])])
+            raise
+        finally:
+            await driver.aclose()
+        return {"policy_version": status.policy_version, "policy_versions": status.policy_version + 1,
+                "train_steps": status.step, "samples_trained": status.samples_trained,
+                "excluded_stale": status.excluded_stale}
+
+    async def _converse(self, driver: Any, key: str, run: str, seed: int, problems: list[Any], offset: int,
+                        sessions: list[str], bar: Any) -> None:
+        from envs.personal.users import make_user
+        from openclaw_rl.turns import session_id_for
+        from workflows.contracts import session_workflow_id
+
+        key_id = key.split("-")[1]
+        gate = asyncio.Semaphore(max(1, self.cfg.concurrency))
+
+        async def one(i: int, problem: Any) -> None:
+            raw = f"{run}/{problem.id}"
+            sessions.append(session_workflow_id(session_id_for(key_id, raw, [])))
+            async with gate:
+                # one simulated user per conversation: reproducible whatever the interleaving
+                await driver.converse(make_user(self.cfg.setting, seed * 100_003 + i), problem, session_id=raw,
+                                      rounds=self.cfg.rounds)
+            bar.update(1)
+
+        await asyncio.gather(*(one(offset + j, p) for j, p in enumerate(problems)))
+
+    async def _evaluate(self, driver: Any, run: str, method: str, seed: int, interactions: int, problems: list[Any],
+                        phase: str, trainer: "RunTrainer") -> None:
+        from envs.personal.evaluate import evaluate
+
+        bar = _bar(len(problems), f"eval ({phase}, {interactions} interactions)", self.cfg.progress, leave=False)
+        ev = await evaluate(driver, self.cfg.setting, problems, tag=f"{run}/{interactions}",
+                            concurrency=self.cfg.eval_concurrency, temperature=self.cfg.temperature,
+                            on_done=lambda: bar.update(1))
+        bar.close()
+        status = await trainer.status()
+        version = ev.policy_version if ev.policy_version is not None else (status.policy_version if status else 0)
+        common = {"experiment": self.id, "setting": self.cfg.setting, "method": method, "seed": seed, "run": run,
+                  "interactions": interactions, "phase": phase}
+        self.rows.append({**common, "score": ev.score, "accuracy": ev.accuracy, "n_problems": ev.n,
+                          "policy_version": int(version), "samples_trained": status.samples_trained if status else 0,
+                          "train_steps": status.step if status else 0, "lr": self.cfg.lr,
+                          "batch_size": self.cfg.batch_size, "recorded_at": time.time()})
+        self.answers += [{**common, **asdict(it)} for it in ev.items]
+
+    # -- results --------------------------------------------------------------------------------------------------
+    def finish(self, wall_s: float) -> dict[str, Any]:
+        from openclaw_rl.experiment_results import plot_curve, summarize, write_results
+
+        results_url = write_results(self.store, self.id, self.rows, self.answers)
+        plot = plot_curve(self.rows, self.dir / "curve.png", title=f"personal agent, {self.cfg.setting} setting")
+        self.store.put_bytes(f"experiments/{self.id}/curve.png", plot.read_bytes())
+        summary = summarize(self.rows, self.runs) | {
+            "experiment": self.id, "setting": self.cfg.setting, "methods": self.cfg.methods,
+            "interactions": self.cfg.interactions, "seeds": list(range(self.cfg.seeds)),
+            "config": asdict(self.cfg), "plot": str(plot), "results": results_url, "folder": str(self.dir),
+            "sql": f"openclaw-rl sql \"SELECT method, seed, interactions, phase, round(score, 3) AS score, "
+                   f"round(accuracy, 3) AS accuracy, policy_version, samples_trained FROM experiments WHERE "
+                   f"experiment = '{self.id}' ORDER BY method, seed, interactions\"",
+            "temporal_ui": f"http://127.0.0.1:{self.s.temporal_ui_port}", "wall_s": round(wall_s, 1)}
+        (self.dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+        self.store.put_bytes(f"experiments/{self.id}/summary.json", json.dumps(summary, default=str).encode())
+        return summary
+
+
+def _checkpoints(total: int, every: int) -> list[int]:
+    """Interaction counts after which to stop and evaluate: every ``every``, and the end."""
+    points = list(range(every, total, every)) if every > 0 else []
+    return [*points, total]
+
+
+async def _retry(fn: Any, timeout_s: float) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return await fn()
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(1.0)
+
+
+async def _wait_sessions(client: Any, workflow_ids: list[str], timeout_s: float = 600.0) -> None:
+    """Every session workflow has closed: its turns are judged and its samples written."""
+    from temporalio.service import RPCError
+
+    deadline = time.monotonic() + timeout_s
+    for wid in workflow_ids:
+        while True:
+            try:
+                await asyncio.wait_for(client.get_workflow_handle(wid).result(),
+                                       timeout=max(1.0, deadline - time.monotonic()))
+                break
+            except RPCError:  # not started yet: the gateway hands turns over after the reply
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"session workflow {wid} never appeared") from None
+                await asyncio.sleep(0.5)
+
+
+async def _terminate(client: Any, workflow_ids: list[str]) -> None:
+    for wid in workflow_ids:
+        try:
+            await asyncio.wait_for(client.get_workflow_handle(wid).terminate("experiment stopped"), timeout=5)
+        except Exception:  # noqa: BLE001 - already closed, or never started
+            pass
+
+
+class RunTrainer:
+    """The run's TrainingWorkflow: start, status, wait until no full batch is left, stop."""
+
+    def __init__(self, client: Any, s: Settings, store: Any, run: str, method: str, cfg: ExperimentConfig,
+                 model: Path) -> None:
+        self.client, self.s, self.store, self.run, self.method, self.cfg, self.model = \
+            client, s, store, run, method, cfg, model
+        self.handle: Any = None
+        self.ended: Any = None
+
+    async def start(self) -> None:
+        from workflows.contracts import TRAINING_WORKFLOW, TrainingInput, training_workflow_id
+
+        cfg = self.cfg
+        inp = TrainingInput(run=self.run, method=self.method, batch_size=cfg.batch_size,
+                            max_staleness=cfg.max_staleness, engines=[self.s.engine_url], model_path=str(self.model),
+                            lr=cfg.lr, kl_beta=cfg.kl_beta, poll_s=1.0, max_poll_s=5.0)
+        self.handle = await self.client.start_workflow(TRAINING_WORKFLOW, inp, id=training_workflow_id(self.run),
+                                                       task_queue=self.s.task_queue_orchestrator)
+
+    async def status(self) -> Any:
+        from workflows.contracts import TrainingStatus
+
+        if self.handle is None:
+            return self.ended
+        return await self.handle.query("status", result_type=TrainingStatus)
+
+    async def drain(self, timeout_s: float = 900.0) -> Any:
+        """Wait until the run is waiting and the store holds no full batch it could train (sessions are closed)."""
+        from activities.training import select_batch
+        from workflows.contracts import SAMPLES_AVAILABLE_SIGNAL, SelectBatchInput
+
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            st = await self.status()
+            if st.paused and st.last_error:
+                raise RuntimeError(f"training run {self.run} paused: {st.last_error}")
+            if st.phase == "waiting":
+                sel = await asyncio.to_thread(select_batch, self.store, SelectBatchInput(
+                    run=self.run, policy_version=st.policy_version, batch_size=self.cfg.batch_size,
+                    max_staleness=self.cfg.max_staleness))
+                if not sel.sample_ids:
+                    return st
+            await self.handle.signal(SAMPLES_AVAILABLE_SIGNAL)
+            await asyncio.sleep(1.0)
+        raise TimeoutError(f"training run {self.run} still had full batches after {timeout_s:.0f}s")
+
+    async def end(self) -> Any:
+        """Stop the run at a step boundary and return its final status (terminate it if it does not stop)."""
+        from workflows.contracts import ControlRequest, TrainingStatus
+
+        if self.handle is None:
+            return self.ended
+        handle, self.handle = self.handle, None
+        try:
+            await handle.execute_update("stop", ControlRequest(request_id=f"{self.run}-stop", reason="experiment done"))
+            self.ended = await asyncio.wait_for(handle.result(result_type=TrainingStatus), timeout=120)
+        except BaseException:
+            await handle.terminate("experiment stopped")
+            raise
+        return self.ended
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# CLI: `openclaw-rl experiment personal ...`
+# ---------------------------------------------------------------------------------------------------------------------
+
+app = typer.Typer(no_args_is_help=True, help="Experiments on the real stack; each prints JSON with --json.")
+
+
+@app.command("personal")
+def personal_command(
+    setting: Annotated[str, typer.Option(help="student (homework, wants human-looking answers) or teacher "
+                                              "(grading, wants specific friendly comments)")] = "student",
+    method: Annotated[str, typer.Option(help="binary, opd or combined; several comma-separated for a comparison")]
+    = "combined",
+    interactions: Annotated[int, typer.Option(help="conversations per run (one per train-split problem)")] = 36,
+    seeds: Annotated[int, typer.Option(help="runs per method, each from a fresh copy of the base model")] = 1,
+    eval_every: Annotated[int, typer.Option(help="evaluate every K interactions for the curve (0: only before "
+                                                 "and after)")] = 12,
+    eval_problems: Annotated[int, typer.Option(help="held-out problems per evaluation")] = 24,
+    rounds: Annotated[int, typer.Option(help="judged answers per conversation")] = 2,
+    lr: Annotated[float, typer.Option(help="learning rate (the paper's 1e-5 is for 4B+ models)")] = DEFAULT_LR,
+    batch_size: Annotated[int, typer.Option(help="samples per train step (paper: 16)")] = 16,
+    max_staleness: Annotated[int, typer.Option(help="train on samples up to this many versions old")] = 1,
+    kl_beta: Annotated[float, typer.Option(help="KL to the base model (paper: 0 in simulation)")] = 0.0,
+    temperature: Annotated[float, typer.Option(help="sampling temperature of interactions and evaluations")] = 0.7,
+    concurrency: Annotated[int, typer.Option(help="conversations in flight at once")] = 2,
+    preset: Annotated[str, typer.Option(help="tiny model preset (default, test)")] = "default",
+    model: Annotated[str, typer.Option(help="base model folder instead of the tiny model")] = "",
+    out: Annotated[str, typer.Option(help="local folder for model copies, plot and summary")] = "",
+    keep_models: Annotated[bool, typer.Option(help="keep each run's model copy")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON (alone on stdout)")] = False,
+    progress: Annotated[bool, typer.Option(help="progress bars on stderr")] = True,
+) -> None:
+    """Simulated user, online training, before/after evaluation on held-out problems (the paper's Table 3)."""
+    cfg = ExperimentConfig(setting=setting, methods=[m.strip() for m in method.split(",") if m.strip()],
+                           interactions=interactions, seeds=seeds, eval_every=eval_every, eval_problems=eval_problems,
+                           rounds=rounds, lr=lr, batch_size=batch_size, max_staleness=max_staleness, kl_beta=kl_beta,
+                           temperature=temperature, concurrency=concurrency, preset=preset, model_path=model,
+                           out=out, keep_models=keep_models, progress=progress)
+    try:
+        with Experiment(cfg) as exp:
+            summary = exp.run()
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    except KeyboardInterrupt:
+        typer.echo("interrupted; everything started was stopped", err=True)
+        raise typer.Exit(130) from None
+    if as_json:
+        typer.echo(json.dumps(summary, default=str))
+        return
+    for m, agg in summary["by_method"].items():
+        typer.echo(f"{m}: score {agg['score_before']:.3f} -> {agg['score_after']:.3f}, accuracy "
+                   f"{agg['accuracy_before']:.3f} -> {agg['accuracy_after']:.3f}, samples trained "
+                   f"{agg['samples_trained']}, policy versions {agg['policy_versions']}")
+    typer.echo(f"plot: {summary['plot']}\nresults: {summary['results']}\nquery: {summary['sql']}")
