@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Protocol
 
@@ -72,6 +73,9 @@ class HeuristicJudge:
 
     name = "heuristic"
 
+    def __init__(self, latency_s: float = 0.0) -> None:
+        self.latency_s = latency_s  # simulated judging time, to exercise the pipeline as an LLM judge would
+
     def assess(self, text: str) -> tuple[int, str]:
         complaint = _matches(_COMPLAINT, text)
         praise = _matches(_PRAISE, text) and not complaint
@@ -84,6 +88,8 @@ class HeuristicJudge:
         return score, hint
 
     async def complete(self, req: JudgeRequest, response_text: str) -> str:
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
         text = next_state_text(req.next_state)
         score, hint = self.assess(text)
         if req.kind == "prm":

@@ -337,12 +337,14 @@ async def _chain(first: list[Any], rest: AsyncIterator[Any]) -> AsyncIterator[An
 
 
 class _Deltas:
-    """OpenAI deltas from streamed text: content as it comes, a tool call once its block closed. Whitespace-only
-    content is held back and dropped if a tool call follows, so the stream adds up to the non-streamed reply."""
+    """OpenAI deltas from streamed text: content as it comes, a tool call once its block closed. Whitespace next to a
+    call and at the end is dropped when there are calls (as ``split_tool_calls`` does), so it is held back until
+    the next piece shows whether a call follows."""
 
     def __init__(self, parser: ToolCallStream | None) -> None:
         self.parser = parser
-        self.held = ""
+        self.held = ""  # trailing whitespace not yet released
+        self.after_call = False
 
     @property
     def calls(self) -> list[dict[str, Any]]:
@@ -366,13 +368,17 @@ class _Deltas:
         out: list[dict[str, Any]] = []
         for ev in events:
             if ev.tool_call is not None:
-                self.held = ""
+                self.held, self.after_call = "", True
                 call = ev.tool_call
                 out.append({"tool_calls": [{"index": self.calls.index(call), "id": call["id"], "type": "function",
                                             "function": dict(call["function"])}]})
-            elif not ev.content.strip():
-                self.held += ev.content
-            else:
-                out.append({"content": self.held + ev.content})
-                self.held = ""
+                continue
+            text = ev.content.lstrip() if self.after_call else ev.content
+            body = text.rstrip()
+            if not body:
+                if not self.after_call:
+                    self.held += text
+                continue
+            out.append({"content": self.held + body})
+            self.held, self.after_call = text[len(body):], False
         return out

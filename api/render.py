@@ -101,22 +101,28 @@ def parse_tool_call(body: str) -> dict[str, Any] | None:
 
 
 def split_tool_calls(text: str) -> tuple[str, list[dict[str, Any]]]:
-    """(content outside the tool-call blocks, parsed calls). A block that does not parse stays in the content."""
-    content: list[str] = []
+    """(content outside the tool-call blocks, parsed calls). A block that does not parse stays in the content.
+
+    With calls, whitespace next to a call and at the end is dropped (``ToolCallStream`` users do the same, so a
+    streamed reply adds up to the whole one)."""
+    segments: list[str] = []
     calls: list[dict[str, Any]] = []
-    pos = 0
+    pos = keep = 0  # keep: start of the content segment being collected
     while True:
         start = text.find(TOOL_OPEN, pos)
         end = text.find(TOOL_CLOSE, start + len(TOOL_OPEN)) if start >= 0 else -1
         if start < 0 or end < 0:
-            content.append(text[pos:])
+            segments.append(text[keep:])
             break
         call = parse_tool_call(text[start + len(TOOL_OPEN):end])
-        content.append(text[pos:start] if call else text[pos:end + len(TOOL_CLOSE)])
         if call:
+            segments.append(text[keep:start])
             calls.append(call)
+            keep = end + len(TOOL_CLOSE)
         pos = end + len(TOOL_CLOSE)
-    return "".join(content).strip() if calls else "".join(content), calls
+    if not calls:
+        return text, []
+    return "".join([segments[0].rstrip(), *(seg.strip() for seg in segments[1:])]), calls
 
 
 def _partial_open_suffix(text: str) -> int:

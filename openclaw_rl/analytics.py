@@ -186,7 +186,8 @@ def open_duckdb(source: "Settings | ObjectStore | str | None" = None) -> "duckdb
 
 
 def sql_command(
-    query: Annotated[str, typer.Argument(help="SQL over the views turns, judgements, events, samples, trained, experiments")],
+    query: Annotated[str, typer.Argument(
+        help="SQL over the views turns, judgements, events, samples, trained, experiments")],
     as_json: Annotated[bool, typer.Option("--json", help="print the rows as a JSON array of objects")] = False,
     as_csv: Annotated[bool, typer.Option("--csv", help="print the rows as CSV with a header line")] = False,
     max_rows: Annotated[int, typer.Option(help="rows shown in the table view (--json and --csv print all)")] = 100,

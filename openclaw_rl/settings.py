@@ -50,6 +50,7 @@ class Settings(BaseSettings):
     judge_url: str = ""
     judge_api_key: SecretStr = SecretStr("")
     judge_votes: int = 3
+    judge_latency_s: float = 0.0  # heuristic judge only: simulated time per vote
     teacher_url: str = ""  # OPD teacher log-probs; empty: the current policy engine (the paper's choice)
     session_idle_timeout_s: float = 1800.0
     judge_temperature: float = 0.6

@@ -59,7 +59,7 @@ def build_judge(s: Settings):  # type: ignore[no-untyped-def]
             raise SystemExit("OPENCLAW_JUDGE_BACKEND=llm needs OPENCLAW_JUDGE_URL")
         return LLMJudge(s.judge_url, api_key=s.judge_api_key.get_secret_value(), temperature=s.judge_temperature,
                         timeout_s=s.http_timeout_s)
-    return HeuristicJudge()
+    return HeuristicJudge(latency_s=s.judge_latency_s)
 
 
 def build_session_activities(s: Settings):  # type: ignore[no-untyped-def]

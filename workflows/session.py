@@ -148,14 +148,16 @@ class SessionWorkflow:
             if decision.emit and decision.use_teacher and hint:
                 teacher = await workflow.execute_activity(
                     "teacher_logprobs", TeacherRequest(turn=turn, hint=hint), result_type=TeacherResult,
-                    task_queue=cfg.judge_queue, start_to_close_timeout=timedelta(seconds=cfg.judge_timeout_s), retry_policy=IO_RETRY)
+                    task_queue=cfg.judge_queue, start_to_close_timeout=timedelta(seconds=cfg.judge_timeout_s),
+                    retry_policy=IO_RETRY)
             result = await workflow.execute_activity(
                 "emit_sample",
                 EmitRequest(run=cfg.run, session_id=s.session_id, user=s.user, turn_index=index, turn=turn,
                             method=cfg.method, next_state=next_state, prm_votes=prm_votes, hint_votes=hint_votes,
                             eval_score=eval_score, hint=hint, emit=decision.emit, kind=decision.kind or "",
                             reward=decision.reward, reason=decision.reason, teacher=teacher),
-                result_type=EmitResult, task_queue=cfg.judge_queue, start_to_close_timeout=timedelta(seconds=60),
+                result_type=EmitResult, task_queue=cfg.judge_queue,
+                start_to_close_timeout=timedelta(seconds=cfg.judge_timeout_s),
                 retry_policy=IO_RETRY)
             if result.written:
                 s.samples_emitted += 1
@@ -183,5 +185,6 @@ class SessionWorkflow:
             "emit_sample",
             EmitRequest(run=s.config.run, session_id=s.session_id, user=s.user, turn_index=index, turn=turn,
                         method=s.config.method, emit=False, reason="no next state: session closed"),
-            result_type=EmitResult, task_queue=s.config.judge_queue, start_to_close_timeout=timedelta(seconds=60),
+            result_type=EmitResult, task_queue=s.config.judge_queue,
+            start_to_close_timeout=timedelta(seconds=s.config.judge_timeout_s),
             retry_policy=IO_RETRY)

@@ -8,15 +8,16 @@ Each line of ``--samples`` is one sample with the fields ``trainer.batch.collate
 ``advantages``. ``--config`` is a JSON object of ``TrainConfig`` fields. Data parallelism is world size / ``--tp``.
 
 Rank 0 writes into ``--out``: ``stats.json`` (one dict per step), ``logits.pt`` with ``--dump-logits`` (the
-full-vocabulary logits of the batch rows before training, for checks against Hugging Face), and the checkpoint
-folder ``checkpoint/`` (an HF folder plus optimizer shards) with ``--save``.
+full-vocabulary logits of the batch rows before training, for checks against Hugging Face), and checkpoint folders
+(an HF folder plus optimizer shards): ``checkpoint/`` after the steps with ``--save``, ``initial/`` before them with
+``--save-initial``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -32,7 +33,7 @@ class JsonSample:
     reward: float = 0.0
     method: str = "combined"
     advantages: list[float] | None = None
-    sample_id: str = field(default="")
+    sample_id: str = ""
 
 
 def read_samples(path: str | Path) -> list[JsonSample]:
@@ -49,6 +50,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--config", default="{}", help="JSON object of TrainConfig fields")
     parser.add_argument("--dump-logits", action="store_true", help="write logits.pt before training")
     parser.add_argument("--save", action="store_true", help="write checkpoint/ after the steps")
+    parser.add_argument("--save-initial", action="store_true",
+                        help="write initial/ before any step (the weights after HF -> Megatron -> HF)")
     args = parser.parse_args(argv)
 
     from trainer.batch import collate
@@ -68,6 +71,8 @@ def main(argv: list[str] | None = None) -> None:
         if rank0:
             torch.save({"input_ids": batch.input_ids, "attention_mask": batch.attention_mask, "logits": logits},
                        out / "logits.pt")
+    if args.save_initial:
+        backend.save_checkpoint(out / "initial")
     stats = [backend.train_step(samples) for _ in range(args.steps)]
     if rank0:
         (out / "stats.json").write_text(json.dumps(stats, indent=2))

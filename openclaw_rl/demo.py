@@ -1,0 +1,107 @@
+"""`openclaw-rl demo` (what `make demo` runs): the agent learns a simulated student's preference while serving it.
+
+Builds the tiny model (cached after the first time), starts the whole stack (Temporal dev server with its UI, the
+local engine, the workers, the gateway), and runs the personal-agent experiment (openclaw_rl.experiment) in the student
+setting with the combined method: 36 homework conversations through the OpenAI-compatible gateway, the simulated
+student complaining when an answer looks AI-written, the session workflows judging every answer from the student's
+reply, the training workflow training on the samples and pushing new weights to the engine while it keeps serving.
+Then it prints the before/after table, one held-out problem answered before and after (like the paper's appendix B),
+the plot, and where to look next. Everything it started is stopped at the end, unless ``--keep-up``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated, Any
+
+import typer
+
+from openclaw_rl.experiment import DEFAULT_LR, Experiment, ExperimentConfig
+
+
+def pick_example(answers: list[dict[str, Any]], run: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The held-out problem whose first response improved most between the before and after evaluations."""
+    before = {a["problem_id"]: a for a in answers if a["run"] == run and a["phase"] == "before"}
+    after = {a["problem_id"]: a for a in answers if a["run"] == run and a["phase"] == "after"}
+    pairs = [(before[p], after[p]) for p in before if p in after]
+    if not pairs:
+        return None
+    return max(pairs, key=lambda ba: (ba[1]["score"] - ba[0]["score"], ba[1]["correct"]))
+
+
+def report(summary: dict[str, Any], answers: list[dict[str, Any]], keep_up: bool) -> None:
+    from rich.console import Console
+    from rich.panel import Panel
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    run = summary["per_seed"][0]
+    seeds = len(summary["per_seed"])
+    table = Table(title=f"personal agent, {summary['setting']} setting, {run['method']} method, "
+                        f"{summary['interactions']} interactions, {seeds} seed{'s' * (seeds > 1)}")
+    for col in ("", "before", "after"):
+        table.add_column(col, justify="right" if col else "left")
+    table.add_row("personalization score", f"{summary['score_before']:.3f}", f"{summary['score_after']:.3f}")
+    table.add_row("task accuracy", f"{summary['accuracy_before']:.3f}", f"{summary['accuracy_after']:.3f}")
+    table.add_row("samples trained", "0", str(summary["samples_trained"]))
+    table.add_row("policy versions served", "1", str(summary["policy_versions"]))
+    console.print(table)
+    example = pick_example(answers, run["run"])
+    if example:
+        before, after = example
+        console.print(Panel(before["question"], title="held-out problem (never trained on)"))
+        console.print(Panel(before["answer"].strip() or "(empty)",
+                            title=f"before (policy version {before['policy_version']}, score {before['score']:.2f})"))
+        console.print(Panel(after["answer"].strip() or "(empty)",
+                            title=f"after (policy version {after['policy_version']}, score {after['score']:.2f})"))
+    ui = summary["temporal_ui"]
+    console.print(f"plot:        {summary['plot']}")
+    console.print(f"results:     {summary['results']}")
+    console.print(f"Temporal UI: {ui} " + ("(up until Ctrl-C)" if keep_up else
+                                           "(only while the stack runs: `openclaw-rl demo --keep-up` leaves it up)"))
+    console.print(f"query:       {summary['sql']}")
+    console.print(f"wall time:   {summary['wall_s']:.0f} s")
+
+
+def demo_command(
+    interactions: Annotated[int, typer.Option(help="homework conversations")] = 36,
+    seeds: Annotated[int, typer.Option(help="runs, each from a fresh copy of the base model")] = 1,
+    method: Annotated[str, typer.Option(help="binary, opd or combined")] = "combined",
+    setting: Annotated[str, typer.Option(help="student or teacher")] = "student",
+    eval_every: Annotated[int, typer.Option(help="evaluate every K interactions (the curve)")] = 12,
+    eval_problems: Annotated[int, typer.Option(help="held-out problems per evaluation")] = 24,
+    lr: Annotated[float, typer.Option(help="learning rate")] = DEFAULT_LR,
+    batch_size: Annotated[int, typer.Option(help="samples per train step")] = 16,
+    preset: Annotated[str, typer.Option(help="tiny model preset")] = "default",
+    keep_up: Annotated[bool, typer.Option("--keep-up", help="leave the stack running (Temporal UI, gateway on the "
+                                                            "trained model) until Ctrl-C")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the experiment summary as JSON instead")] = False,
+) -> None:
+    """Build the tiny model, start the stack, let the agent learn a simulated student's preference, show before/after."""
+    cfg = ExperimentConfig(setting=setting, methods=[method], interactions=interactions, seeds=seeds,
+                           eval_every=eval_every, eval_problems=eval_problems, lr=lr, batch_size=batch_size,
+                           preset=preset)
+    try:
+        with Experiment(cfg) as exp:
+            summary = exp.run()
+            if as_json:
+                typer.echo(json.dumps(summary, default=str))
+            else:
+                report(summary, exp.answers, keep_up)
+            if keep_up:
+                s = exp.s
+                typer.echo(f"stack up - gateway http://{s.gateway_host}:{s.gateway_port}/v1 (serving the trained "
+                           f"model; `openclaw-rl keys add NAME` for a key) - Ctrl-C to stop", err=True)
+                while all(p.pid and _alive(p.pid) for p in exp.stack.services):
+                    time.sleep(1.0)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    except KeyboardInterrupt:
+        typer.echo("stopped", err=True)
+
+
+def _alive(pid: int) -> bool:
+    from openclaw_rl.stack import pid_alive
+
+    return pid_alive(pid)

@@ -1,0 +1,116 @@
+"""The personal-agent experiment, shortened, through the real stack: Temporal dev server, local engine on the test-preset
+tiny model, workers, gateway, simulated student, training workflow; then its results through DuckDB."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envs.personal.driver import policy_version_of
+from envs.personal.evaluate import comment_verdict, heldout_problems, is_correct
+from envs.personal.problems import split_of
+from openclaw_rl.experiment import _checkpoints
+from openclaw_rl.experiment_results import summarize
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_heldout_problems_are_fixed_and_heldout():
+    problems = heldout_problems(8)
+    assert [p.id for p in problems] == [p.id for p in heldout_problems(8)]
+    assert all(split_of(p.id) == "heldout" for p in problems)
+
+
+def test_accuracy_rules():
+    p = heldout_problems(1)[0]
+    assert is_correct("student", p, f"so the answer is {p.answer}.")
+    assert not is_correct("student", p, f"**Answer:** {p.answer + 1}")
+    assert comment_verdict("Correct. Well done!") is True
+    assert comment_verdict("Nice try! In the last step 4 * 5 is 20, not 23, so the answer should be 20.") is False
+    assert comment_verdict("Here is a comment.") is None
+    right_work, wrong_work = f"Answer: {p.answer}", f"Answer: {p.answer + 2}"
+    assert is_correct("teacher", p, "Correct. Good job!", right_work)
+    assert is_correct("teacher", p, "Incorrect. The answer is 3.", wrong_work)
+    assert not is_correct("teacher", p, "Correct!", wrong_work)
+    assert not is_correct("teacher", p, "Thanks.", right_work)  # no verdict counts as wrong
+
+
+def test_curve_points_and_fingerprint():
+    assert _checkpoints(36, 12) == [12, 24, 36]
+    assert _checkpoints(5, 0) == [5]
+    assert policy_version_of("policy-3") == 3 and policy_version_of(None) is None
+
+
+def test_summary_single_and_several_methods():
+    rows = [{"run": f"r-{m}", "method": m, "interactions": x, "phase": ph, "score": s, "accuracy": 0.5}
+            for m in ("opd", "combined") for x, ph, s in ((0, "before", 0.2), (4, "after", 0.8))]
+    runs = [{"run": f"r-{m}", "method": m, "seed": 0, "samples_trained": 8, "policy_versions": 3,
+             "policy_version": 2, "train_steps": 2, "excluded_stale": 0, "wall_s": 1.0} for m in ("opd", "combined")]
+    one = summarize(rows[:2], runs[:1])
+    assert one["score_before"] == 0.2 and one["score_after"] == 0.8 and one["samples_trained"] == 8
+    assert one["spread"]["score_after"] == 0.0 and [p["interactions"] for p in one["curve"]] == [0, 4]
+    both = summarize(rows, runs)
+    assert both["score_after"] == {"opd": 0.8, "combined": 0.8}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_personal_experiment_end_to_end(tmp_path: Path):
+    temporal, ui, engine, gateway = _free_ports(4)
+    env = {**os.environ, "OPENCLAW_RUNTIME_DIR": str(tmp_path / "rt"), "OPENCLAW_TEMPORAL_ADDRESS":
+           f"127.0.0.1:{temporal}", "OPENCLAW_TEMPORAL_UI_PORT": str(ui), "OPENCLAW_ENGINE_PORT": str(engine),
+           "OPENCLAW_GATEWAY_PORT": str(gateway), "OPENCLAW_LOG_FORMAT": "json"}
+    argv = [sys.executable, "-c", "from openclaw_rl.experiment import app; app()", "personal", "--setting", "student",
+            "--method", "combined", "--interactions", "6", "--seeds", "1", "--eval-every", "3", "--eval-problems",
+            "4", "--rounds", "1", "--batch-size", "2", "--preset", "test", "--no-progress", "--json",
+            "--out", str(tmp_path / "exp")]
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=400)
+    logs = "\n".join(f"--- {p.name}\n{p.read_text()[-2000:]}" for p in (tmp_path / "rt" / "logs").glob("*.log"))
+    assert out.returncode == 0, out.stderr[-4000:] + logs
+    summary = json.loads(out.stdout)
+    for key in ("score_before", "score_after", "accuracy_before", "accuracy_after", "samples_trained",
+                "policy_versions", "per_seed", "spread", "plot", "results", "curve"):
+        assert key in summary, key
+    assert 0.0 <= summary["score_before"] <= 1.0 and 0.0 <= summary["score_after"] <= 1.0
+    assert summary["samples_trained"] > 0
+    assert summary["policy_versions"] >= 2
+    assert [p["interactions"] for p in summary["curve"]] == [0, 3, 6]
+    assert Path(summary["plot"]).stat().st_size > 0
+
+    from openclaw_rl.analytics import open_duckdb
+    from openclaw_rl.store import LocalStore
+
+    con = open_duckdb(LocalStore(tmp_path / "rt" / "store"))
+    try:
+        rows = con.sql(f"SELECT phase, interactions, score, samples_trained, policy_version FROM experiments "
+                       f"WHERE experiment = '{summary['experiment']}' ORDER BY interactions").fetchall()
+        assert [r[:2] for r in rows] == [("before", 0), ("curve", 3), ("after", 6)]
+        assert rows[-1][2] == pytest.approx(summary["score_after"])
+        assert rows[-1][3] == summary["samples_trained"]
+        # the interactions fed the run; the evaluations (side turns) never did
+        trained = con.sql(f"SELECT count(*) FROM trained WHERE run = '{summary['per_seed'][0]['run']}'").fetchone()
+        assert trained[0] == summary["samples_trained"]
+        sides = con.sql("SELECT count(*) FROM turns WHERE turn_type = 'side'").fetchone()[0]
+        assert sides == 3 * 4
+    finally:
+        con.close()
+    # everything started was stopped
+    assert not (tmp_path / "rt" / "stack.json").exists()
+    for port in (temporal, engine, gateway):
+        with socket.socket() as s:
+            assert s.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still open"

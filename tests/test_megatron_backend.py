@@ -1,0 +1,181 @@
+"""The Megatron-core backend on CPU (gloo): weights round-trip, logits match HF, TP=2 and DP=2 steps match TP=1.
+
+Each run is ``python -m trainer.megatron.run_step`` (one process) or ``torchrun --nproc_per_node=2`` (two), on a
+tiny random Qwen3. Runs are module-scoped fixtures: every test reuses the TP=1 reference run of its model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("megatron.core", reason="megatron-core is not installed (pip install -e '.[megatron]')")
+
+from tests.model_factory import make_random_qwen3  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+LR = 1e-4
+CONFIG = {"lr": LR, "kl_beta": 0.02, "grad_clip": 1.0}
+
+
+def _write_samples(path: Path, vocab: int) -> Path:
+    """Four samples of different lengths and methods; one with a partly masked response."""
+    rng = random.Random(7)
+    methods = ["binary", "combined", "opd", "combined"]
+    rows = []
+    for i, method in enumerate(methods):
+        P, R = rng.randint(3, 9), rng.randint(2, 7)
+        rows.append({
+            "prompt_ids": [rng.randrange(vocab) for _ in range(P)],
+            "response_ids": [rng.randrange(vocab) for _ in range(R)],
+            "rollout_logprobs": [-rng.uniform(2.0, 7.0) for _ in range(R)],
+            "teacher_logprobs": [-rng.uniform(2.0, 7.0) for _ in range(R)] if method != "binary" else None,
+            "loss_mask": [0] + [1] * (R - 1) if i == 3 else None,
+            "reward": [1.0, -1.0, 0.0, 1.0][i],
+            "method": method,
+        })
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _untied_model(directory: Path) -> Path:
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    cfg = Qwen3Config(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=16, tie_word_embeddings=False,
+                      max_position_embeddings=256, rope_parameters={"rope_type": "default", "rope_theta": 1e6})
+    torch.manual_seed(1)
+    model = Qwen3ForCausalLM(cfg)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    model.save_pretrained(directory, safe_serialization=True)
+    return directory
+
+
+def _run(model: Path, samples: Path, out: Path, *, tp: int = 1, nproc: int = 1, flags: tuple[str, ...] = ()) -> Path:
+    launcher = [sys.executable] if nproc == 1 else [
+        str(Path(sys.executable).parent / "torchrun"), "--standalone", f"--nproc_per_node={nproc}"]
+    cmd = [*launcher, "-m", "trainer.megatron.run_step", "--model", str(model), "--samples", str(samples),
+           "--out", str(out), "--tp", str(tp), "--config", json.dumps(CONFIG), *flags]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.run(cmd, cwd=Path(__file__).resolve().parents[1], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{(proc.stdout + proc.stderr)[-4000:]}"
+    return out
+
+
+def _weights(folder: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(folder / "model.safetensors")
+
+
+def _stats(run: Path) -> dict:
+    return json.loads((run / "stats.json").read_text())[0]
+
+
+def _hf_logits(model: Path, dump: dict) -> torch.Tensor:
+    from transformers import AutoModelForCausalLM
+
+    hf = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).eval()
+    with torch.no_grad():
+        return hf(input_ids=dump["input_ids"], attention_mask=dump["attention_mask"]).logits
+
+
+def _assert_round_trip(model: Path, run: Path) -> None:
+    original, back = _weights(model), _weights(run / "initial")
+    assert sorted(back) == sorted(original)
+    for name, t in original.items():
+        assert torch.equal(back[name], t), name
+
+
+def _assert_logits_match_hf(model: Path, run: Path) -> None:
+    dump = torch.load(run / "logits.pt", weights_only=True)
+    real = dump["attention_mask"].bool()
+    torch.testing.assert_close(dump["logits"][real], _hf_logits(model, dump)[real], rtol=0, atol=1e-5)
+
+
+def _assert_same_step(ref: Path, other: Path, ref_base: Path) -> None:
+    """Same loss (to 1e-5) and the same updated weights (Adam's first step moves each weight by about lr)."""
+    a, b = _stats(ref), _stats(other)
+    assert b["loss"] == pytest.approx(a["loss"], abs=1e-5)
+    assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-5)
+    base, wa, wb = _weights(ref_base), _weights(ref / "checkpoint"), _weights(other / "checkpoint")
+    moved = max(float((wa[k] - base[k]).abs().max()) for k in wa)
+    assert moved == pytest.approx(LR, rel=0.01)  # the step did happen
+    for name in wa:
+        torch.testing.assert_close(wb[name], wa[name], rtol=0, atol=0.05 * LR, msg=name)
+
+
+@pytest.fixture(scope="module")
+def tied(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("megatron-tied")
+    model = make_random_qwen3(root / "model", seed=0)
+    vocab = json.loads((model / "config.json").read_text())["vocab_size"]
+    return {"root": root, "model": model, "samples": _write_samples(root / "samples.jsonl", vocab)}
+
+
+@pytest.fixture(scope="module")
+def tied_tp1(tied: dict[str, Path]) -> Path:
+    return _run(tied["model"], tied["samples"], tied["root"] / "tp1",
+                flags=("--dump-logits", "--save-initial", "--save"))
+
+
+def test_tp1_round_trip_exact_and_logits_match_hf(tied: dict[str, Path], tied_tp1: Path) -> None:
+    _assert_round_trip(tied["model"], tied_tp1)
+    _assert_logits_match_hf(tied["model"], tied_tp1)
+
+
+def test_tp1_step_matches_torch_backend(tied: dict[str, Path], tied_tp1: Path) -> None:
+    from trainer.megatron.run_step import read_samples
+    from trainer.torch_backend import TorchBackend, TrainConfig
+
+    backend = TorchBackend(tied["model"], TrainConfig(**CONFIG), device="cpu")
+    stats = backend.train_step(read_samples(tied["samples"]))
+    assert _stats(tied_tp1)["loss"] == pytest.approx(stats["loss"], abs=1e-5)
+    assert _stats(tied_tp1)["grad_norm"] == pytest.approx(stats["grad_norm"], rel=1e-5)
+    ours = _weights(tied_tp1 / "checkpoint")
+    for name, t in backend.model.state_dict().items():
+        if name in ours:
+            torch.testing.assert_close(ours[name], t, rtol=0, atol=0.05 * LR, msg=name)
+
+
+def test_tp2_step_matches_tp1(tied: dict[str, Path], tied_tp1: Path) -> None:
+    run = _run(tied["model"], tied["samples"], tied["root"] / "tp2", tp=2, nproc=2,
+               flags=("--dump-logits", "--save-initial", "--save"))
+    _assert_round_trip(tied["model"], run)
+    _assert_logits_match_hf(tied["model"], run)
+    _assert_same_step(tied_tp1, run, tied["model"])
+
+
+def test_dp2_step_matches_tp1(tied: dict[str, Path], tied_tp1: Path) -> None:
+    run = _run(tied["model"], tied["samples"], tied["root"] / "dp2", tp=1, nproc=2, flags=("--save",))
+    _assert_same_step(tied_tp1, run, tied["model"])
+
+
+def test_untied_tp2_round_trip_logits_and_step(tmp_path: Path) -> None:
+    """Untied output layer: its own vocab-parallel shards, compared with the PyTorch backend's step."""
+    from trainer.megatron.run_step import read_samples
+    from trainer.torch_backend import TorchBackend, TrainConfig
+
+    model = _untied_model(tmp_path / "model")
+    samples = _write_samples(tmp_path / "samples.jsonl", 300)
+    run = _run(model, samples, tmp_path / "tp2", tp=2, nproc=2, flags=("--dump-logits", "--save-initial", "--save"))
+    assert "lm_head.weight" in _weights(run / "initial")
+    _assert_round_trip(model, run)
+    _assert_logits_match_hf(model, run)
+    backend = TorchBackend(model, TrainConfig(**CONFIG), device="cpu")
+    stats = backend.train_step(read_samples(samples))
+    assert _stats(run)["loss"] == pytest.approx(stats["loss"], abs=1e-5)
+    ours = _weights(run / "checkpoint")
+    for name, t in backend.model.state_dict().items():
+        torch.testing.assert_close(ours[name], t, rtol=0, atol=0.05 * LR, msg=name)
