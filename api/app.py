@@ -34,6 +34,7 @@ log = get_logger("gateway")
 # Until these are settings fields, the environment can override them.
 MAX_BODY_BYTES = int(os.environ.get("OPENCLAW_GATEWAY_MAX_BODY_BYTES", 8 * 1024 * 1024))
 DEFAULT_MAX_TOKENS = int(os.environ.get("OPENCLAW_GATEWAY_DEFAULT_MAX_TOKENS", 4096))
+SPOOL_RETRY_MAX_S = float(os.environ.get("OPENCLAW_GATEWAY_SPOOL_RETRY_MAX_S", 10.0))  # replay backoff ceiling
 
 
 class BodyTooLarge(OpenAIError):
@@ -121,7 +122,7 @@ def create_app(settings: Settings | None = None, *, policy: Any = None, temporal
         writer = records if records is not None else RecordWriter(blob_store)
         spool = Spool.in_runtime_dir(s.runtime_dir)
         sink = TurnSink(temporal_submitter or TemporalSubmitter(s, timeout_s=min(s.http_timeout_s, 10.0)), spool,
-                        store=blob_store, records=writer)
+                        store=blob_store, records=writer, retry_max_s=SPOOL_RETRY_MAX_S)
         await sink.start()
         info = await _model_info(engine)
         gw = Gateway(settings=s, policy=engine, renderer=PromptRenderer(tok),

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable
@@ -25,13 +24,14 @@ from starlette.types import Send
 
 from api.deps import Gateway
 from api.errors import OpenAIError, bad_request, engine_error, error_body
-from api.render import RenderError, ToolCallStream, split_tool_calls, template_messages
+from api.render import DeltaStream, RenderError, ToolCallStream, split_tool_calls, template_messages
 from api.schemas import AssistantMessage, ChatCompletion, ChatCompletionRequest, Choice, ToolCallOut, Usage
 from api.sink import TurnJob
 from openclaw_rl.keys import ApiKey
 from openclaw_rl.logging import get_logger
 from openclaw_rl.policy_client import SamplingParams
 from openclaw_rl.turns import (
+    INTERNAL_CONTEXT_BEGIN,
     TURN_TYPES,
     classify_turn,
     next_state_tail,
@@ -39,7 +39,7 @@ from openclaw_rl.turns import (
     session_id_for,
     strip_internal_context,
 )
-from workflows.contracts import TurnPayload, TurnRef
+from workflows.contracts import TurnPayload, TurnRef, policy_version_of
 
 log = get_logger("gateway.chat")
 
@@ -80,12 +80,6 @@ class Completed:
     weight_version: str
     content: str | None = None
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
-
-
-def policy_version(weight_version: Any) -> int:
-    """The engine's weight version as the integer policy version (``"3"``, ``"v3"``, ``"step-3"`` -> 3)."""
-    digits = re.findall(r"\d+", str(weight_version or ""))
-    return int(digits[-1]) if digits else 0
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -148,7 +142,7 @@ def turn_job(gw: Gateway, t: PreparedTurn, done: Completed) -> TurnJob:
         prompt_text = gw.renderer.render_text(trained, t.tools) if stripped else t.prompt_text
         prompt_ids = gw.renderer.encode(prompt_text) if stripped else t.prompt_ids
         messages = template_messages(trained)
-        version = policy_version(done.weight_version)
+        version = policy_version_of(done.weight_version)
         payload = TurnPayload(messages=messages, tools=t.tools, prompt_ids=prompt_ids,
                               response_ids=list(done.output_ids), response_logprobs=list(done.output_logprobs),
                               response_text=done.text, tool_calls=done.tool_calls)
@@ -166,7 +160,8 @@ def turn_job(gw: Gateway, t: PreparedTurn, done: Completed) -> TurnJob:
                   "session_done": t.session_done, "created_at": t.created}
         return ref, record
 
-    return TurnJob(session_id=t.session_id, request_id=t.request_id, build=build)
+    heavy = len(t.prompt_ids) > 2048 or INTERNAL_CONTEXT_BEGIN in str(t.messages[-1].get("content"))
+    return TurnJob(session_id=t.session_id, request_id=t.request_id, build=build, heavy=heavy)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -286,7 +281,7 @@ async def open_stream(gw: Gateway, t: PreparedTurn, request: Request) -> EventSt
 
 async def _stream(gw: Gateway, t: PreparedTurn, engine: AsyncIterator[Any], first: Any) -> AsyncIterator[str]:
     chunks = _Chunks(t, gw.model_name)
-    deltas = _Deltas(ToolCallStream() if t.parse_tools else None)
+    deltas = DeltaStream(ToolCallStream() if t.parse_tools else None)
     ids: list[int] = []
     logprobs: list[float] = []
     text: list[str] = []
@@ -334,51 +329,3 @@ async def _chain(first: list[Any], rest: AsyncIterator[Any]) -> AsyncIterator[An
         yield item
     async for item in rest:
         yield item
-
-
-class _Deltas:
-    """OpenAI deltas from streamed text: content as it comes, a tool call once its block closed. Whitespace next to a
-    call and at the end is dropped when there are calls (as ``split_tool_calls`` does), so it is held back until
-    the next piece shows whether a call follows."""
-
-    def __init__(self, parser: ToolCallStream | None) -> None:
-        self.parser = parser
-        self.held = ""  # trailing whitespace not yet released
-        self.after_call = False
-
-    @property
-    def calls(self) -> list[dict[str, Any]]:
-        return self.parser.calls if self.parser else []
-
-    def feed(self, text: str) -> list[dict[str, Any]]:
-        if self.parser is None:
-            return [{"content": text}] if text else []
-        return self._convert(self.parser.feed(text))
-
-    def finish(self) -> list[dict[str, Any]]:
-        if self.parser is None:
-            return []
-        out = self._convert(self.parser.finish())
-        if self.held and not self.calls:
-            out.append({"content": self.held})
-        self.held = ""
-        return out
-
-    def _convert(self, events: list[Any]) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        for ev in events:
-            if ev.tool_call is not None:
-                self.held, self.after_call = "", True
-                call = ev.tool_call
-                out.append({"tool_calls": [{"index": self.calls.index(call), "id": call["id"], "type": "function",
-                                            "function": dict(call["function"])}]})
-                continue
-            text = ev.content.lstrip() if self.after_call else ev.content
-            body = text.rstrip()
-            if not body:
-                if not self.after_call:
-                    self.held += text
-                continue
-            out.append({"content": self.held + body})
-            self.held, self.after_call = text[len(body):], False
-        return out

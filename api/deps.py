@@ -29,7 +29,7 @@ class Gateway:
     default_max_tokens: int
 
 
-def get_gateway(request: Request) -> Gateway:
+async def get_gateway(request: Request) -> Gateway:
     return request.app.state.gateway
 
 
@@ -44,7 +44,8 @@ def _presented_key(request: Request) -> str | None:
     return request.headers.get("x-api-key") or None
 
 
-def require_key(request: Request, gw: GatewayDep) -> ApiKey:
+# Dependencies are async on purpose: FastAPI runs plain functions in a worker thread, a GIL hand-off per request.
+async def require_key(request: Request, gw: GatewayDep) -> ApiKey:
     """The caller's API key (``Authorization: Bearer <key>`` or ``X-API-Key``), or a 401 in the OpenAI shape.
 
     Besides the per-user keys, the operator's admin key (``OPENCLAW_ADMIN_KEY``) is accepted as user ``admin``.

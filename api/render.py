@@ -186,3 +186,51 @@ class ToolCallStream:
         """Release whatever is still held (an unclosed block is content, as in the non-streamed answer)."""
         rest, self._pending, self._in_call = self._pending, "", False
         return [StreamEvent(content=rest)] if rest else []
+
+
+class DeltaStream:
+    """OpenAI deltas from streamed text: content as it comes, a tool call once its block closed. Whitespace next to a
+    call and at the end is dropped when there are calls (as ``split_tool_calls`` does), so it is held back until
+    the next piece shows whether a call follows."""
+
+    def __init__(self, parser: ToolCallStream | None) -> None:
+        self.parser = parser
+        self.held = ""  # trailing whitespace not yet released
+        self.after_call = False
+
+    @property
+    def calls(self) -> list[dict[str, Any]]:
+        return self.parser.calls if self.parser else []
+
+    def feed(self, text: str) -> list[dict[str, Any]]:
+        if self.parser is None:
+            return [{"content": text}] if text else []
+        return self._convert(self.parser.feed(text))
+
+    def finish(self) -> list[dict[str, Any]]:
+        if self.parser is None:
+            return []
+        out = self._convert(self.parser.finish())
+        if self.held and not self.calls:
+            out.append({"content": self.held})
+        self.held = ""
+        return out
+
+    def _convert(self, events: list[Any]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for ev in events:
+            if ev.tool_call is not None:
+                self.held, self.after_call = "", True
+                call = ev.tool_call
+                out.append({"tool_calls": [{"index": self.calls.index(call), "id": call["id"], "type": "function",
+                                            "function": dict(call["function"])}]})
+                continue
+            text = ev.content.lstrip() if self.after_call else ev.content
+            body = text.rstrip()
+            if not body:
+                if not self.after_call:
+                    self.held += text
+                continue
+            out.append({"content": self.held + body})
+            self.held, self.after_call = text[len(body):], False
+        return out

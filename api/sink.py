@@ -124,13 +124,20 @@ class TemporalSubmitter:
 
 @dataclass
 class TurnJob:
-    """A completed turn waiting for delivery. ``build`` runs in a worker thread (it may re-render the prompt) and
-    returns the TurnRef and the "turns" record."""
+    """A completed turn waiting for delivery. ``build`` returns the TurnRef and the "turns" record; it runs in a
+    worker thread when ``heavy`` (it re-renders the prompt), else on the loop (a thread hop costs more)."""
 
     session_id: str
     request_id: str
     build: Callable[[], tuple[TurnRef, dict[str, Any]]]
+    heavy: bool = False
     ref: TurnRef | None = None
+
+
+def _size_hint(p: TurnPayload) -> int:
+    """A cheap under-estimate of the payload's JSON size (at most ~4x under), to skip serialising small ones."""
+    text = sum(len(str(m.get("content") or "")) for m in p.messages) + len(p.response_text)
+    return text + 2 * (len(p.prompt_ids) + len(p.response_ids)) + 8 * len(p.response_logprobs)
 
 
 class TurnSink:
@@ -206,7 +213,7 @@ class TurnSink:
 
     async def _built(self, job: TurnJob) -> TurnRef:
         if job.ref is None:
-            ref, record = await asyncio.to_thread(job.build)
+            ref, record = await asyncio.to_thread(job.build) if job.heavy else job.build()
             if self.records is not None:
                 try:
                     self.records.append("turns", record, policy_version=ref.policy_version)
@@ -235,10 +242,11 @@ class TurnSink:
     async def _spool(self, ref: TurnRef) -> None:
         await asyncio.to_thread(self.spool.append, ref.session_id, ref.request_id, turn_ref_to_json(ref))
         self._spooled[ref.session_id] += 1
-        self._wake.set()
+        if not self._down:  # while Temporal is away the replayer keeps its own backoff
+            self._wake.set()
 
     async def _deliver(self, ref: TurnRef) -> None:
-        if ref.payload is not None and self.store is not None:
+        if ref.payload is not None and self.store is not None and _size_hint(ref.payload) > self.inline_limit // 4:
             ref = await asyncio.to_thread(self._offload, ref)
         await self.submitter.submit(ref)
         self.delivered += 1

@@ -177,6 +177,8 @@ class KVCache:
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    if x.dtype == torch.float32:  # fused kernel, same maths
+        return F.rms_norm(x, weight.shape, weight, eps)
     dtype = x.dtype
     x32 = x.float()
     x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
@@ -212,7 +214,7 @@ def forward(w: Weights, cache: KVCache, slots: list[int], input_ids: torch.Tenso
         q, k, v = (h @ lw.qkv.T).split([nh * d, nkv * d, nkv * d], dim=-1)
         q = _rms_norm(q.view(bsz, seq, nh, d), lw.q_norm, cfg.rms_norm_eps).transpose(1, 2)  # (B, nh, T, d)
         k = _rms_norm(k.view(bsz, seq, nkv, d), lw.k_norm, cfg.rms_norm_eps).transpose(1, 2)  # (B, nkv, T, d)
-        q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+        q, k = _rotate(torch.cat((q, k), dim=1), cos, sin).split([nh, nkv], dim=1)  # one rotary pass for both
         v = v.view(bsz, seq, nkv, d)
         # advanced indices on dims 0 and 2 put (B, T) first: the value is (B, T, nkv, d)
         cache.k[i][slot_idx[:, None], :, pos] = k.transpose(1, 2)

@@ -20,7 +20,7 @@ class _Strict(BaseModel):
 _NEUTRAL_SAMPLING: dict[str, Any] = {
     "frequency_penalty": 0.0, "presence_penalty": 0.0, "repetition_penalty": 1.0, "min_new_tokens": 0,
     "json_schema": None, "regex": None, "ebnf": None, "structural_tag": None, "custom_params": None,
-    "logit_bias": None, "stream_interval": None,
+    "logit_bias": None, "stream_interval": None, "stop_regex": None,
 }
 
 
@@ -49,6 +49,7 @@ class SamplingParamsInput(_Strict):
     custom_params: dict[str, Any] | None = None
     logit_bias: dict[str, float] | None = None
     stream_interval: int | None = None
+    stop_regex: str | list[str] | None = None
 
     @model_validator(mode="after")
     def _check(self) -> "SamplingParamsInput":
@@ -109,8 +110,10 @@ class UpdateWeightFromDiskReqInput(_Strict):
 
 
 class AbortReq(_Strict):
-    rid: str = ""
+    rid: str | None = ""
     abort_all: bool = False
+    finished_reason: dict[str, Any] | None = None
+    abort_message: str | None = None
 
 
 class PauseGenerationReqInput(_Strict):

@@ -6,6 +6,7 @@ Every malformed request is a 400 with ``{"error": {"message": ...}}``; nothing a
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -36,8 +37,9 @@ def build_state(config: EngineConfig) -> EngineState:
     from engine.runner import Runner, Tokenizer
     from engine.scheduler import Scheduler
 
-    if config.threads:
-        torch.set_num_threads(config.threads)
+    # Process-wide. Tiny matmuls gain little from threads, and spinning OpenMP workers on a small shared host cost
+    # far more than they give, so the default is half the cores.
+    torch.set_num_threads(config.threads or max(1, min(8, (os.cpu_count() or 2) // 2)))
     weights = load_weights(config.model_path, config.weight_version)
     tokenizer = Tokenizer(config.model_path)
     ctx = min(config.context_length or weights.config.max_position_embeddings,
@@ -179,7 +181,8 @@ async def abort_request(request: Request, state: State) -> Response:
     body = await parse(request, AbortReq)
     if not body.rid and not body.abort_all:
         raise BadRequest("provide 'rid' or set 'abort_all'")
-    state.counters["aborted_requests"] += state.scheduler.abort(body.rid, abort_all=body.abort_all)
+    message = body.abort_message or "aborted by abort_request"
+    state.counters["aborted_requests"] += state.scheduler.abort(body.rid, abort_all=body.abort_all, message=message)
     return Response(status_code=200)
 
 

@@ -134,10 +134,9 @@ class Experiment:
         self.stack.start(temporal_service(self.s), timeout_s=120)
 
     @contextmanager
-    def run_services(self, run: str, method: str, model: Path, base: Path) -> Iterator[None]:
-        """Engine on the run's model copy, workers and gateway with the run's name; stopped when the next run starts.
-        On success they stay up until ``stop()`` (the demo's ``--keep-up`` browses them)."""
-        env = {"OPENCLAW_RUN": run, "OPENCLAW_METHOD": method, "OPENCLAW_MODEL_PATH": str(base)}
+    def run_services(self, env: dict[str, str], model: Path) -> Iterator[None]:
+        """Engine on the run's model copy, workers and gateway with the run's settings (``env``); stopped when the next
+        run starts. On success they stay up until ``stop()`` (the demo's ``--keep-up`` browses them)."""
         started: list[Service] = []
         for old in [x for x in self.stack.services if x.name != "temporal"]:
             stop_pid(old.pid)
@@ -173,18 +172,27 @@ class Experiment:
         model = self.dir / f"{method}-s{seed}" / "model"
         shutil.rmtree(model, ignore_errors=True)
         shutil.copytree(base, model)
+        env = {"OPENCLAW_RUN": run, "OPENCLAW_METHOD": method, "OPENCLAW_MODEL_PATH": str(base)}
+        if "run" in Settings.model_fields:  # the gateway's sessions feed the run it is told
+            where = RunPlace(run, "", self.store)
+        else:  # a gateway whose sessions always feed run "default": give each run a store of its own instead
+            url = f"{self.s.resolved_store_url.rstrip('/')}/experiments/{self.id}/{run}"
+            env["OPENCLAW_STORE_URL"] = url
+            where = RunPlace("default", url, _store_at(url, self.s))
         t0 = time.monotonic()
-        with self.run_services(run, method, model, base):
+        with self.run_services(env, model):
             key = KeyStore.in_runtime_dir(self.s.runtime_dir).add(run[-64:])
             try:
-                info = asyncio.run(self._run_async(run, method, seed, model, key))
+                info = asyncio.run(self._run_async(run, method, seed, model, key, where))
             finally:
                 KeyStore.in_runtime_dir(self.s.runtime_dir).revoke(run[-64:])
         if not self.cfg.keep_models:
             shutil.rmtree(model.parent, ignore_errors=True)
-        return {**info, "run": run, "method": method, "seed": seed, "wall_s": round(time.monotonic() - t0, 1)}
+        return {**info, "run": run, "method": method, "seed": seed, "training_run": where.run,
+                "store": where.store.url_for(), "wall_s": round(time.monotonic() - t0, 1)}
 
-    async def _run_async(self, run: str, method: str, seed: int, model: Path, key: str) -> dict[str, Any]:
+    async def _run_async(self, run: str, method: str, seed: int, model: Path, key: str,
+                         where: "RunPlace") -> dict[str, Any]:
         from envs.personal.driver import GatewayDriver
         from envs.personal.evaluate import heldout_problems
         from envs.personal.problems import generate
@@ -197,7 +205,7 @@ class Experiment:
                                temperature=cfg.temperature, max_tokens=cfg.max_tokens)
         evals = heldout_problems(cfg.eval_problems)
         train = generate(cfg.interactions, split="train", seed=seed)
-        trainer = RunTrainer(client, self.s, self.store, run, method, cfg, model)
+        trainer = RunTrainer(client, self.s, where, method, cfg, model)
         sessions: list[str] = []
         try:
             await self._evaluate(driver, run, method, seed, 0, evals, "before", trainer)
@@ -324,25 +332,43 @@ async def _terminate(client: Any, workflow_ids: list[str]) -> None:
             pass
 
 
+@dataclass
+class RunPlace:
+    """Where a run's samples land: the training run name and the store (url "" = the configured one)."""
+
+    run: str
+    store_url: str
+    store: Any
+
+
+def _store_at(url: str, s: Settings) -> Any:
+    from openclaw_rl.store import ObjectStore
+
+    return ObjectStore.from_url(url, endpoint_url=s.s3_endpoint_url, region=s.aws_region,
+                                access_key_id=s.aws_access_key_id.get_secret_value(),
+                                secret_access_key=s.aws_secret_access_key.get_secret_value())
+
+
 class RunTrainer:
     """The run's TrainingWorkflow: start, status, wait until no full batch is left, stop."""
 
-    def __init__(self, client: Any, s: Settings, store: Any, run: str, method: str, cfg: ExperimentConfig,
+    def __init__(self, client: Any, s: Settings, where: RunPlace, method: str, cfg: ExperimentConfig,
                  model: Path) -> None:
-        self.client, self.s, self.store, self.run, self.method, self.cfg, self.model = \
-            client, s, store, run, method, cfg, model
+        self.client, self.s, self.method, self.cfg, self.model = client, s, method, cfg, model
+        self.run, self.store_url, self.store = where.run, where.store_url, where.store
         self.handle: Any = None
         self.ended: Any = None
 
     async def start(self) -> None:
-        from workflows.contracts import TRAINING_WORKFLOW, TrainingInput, training_workflow_id
+        from workflows.contracts import TRAINING_WORKFLOW, TrainingInput, TrainingStatus, training_workflow_id
 
         cfg = self.cfg
-        inp = TrainingInput(run=self.run, method=self.method, batch_size=cfg.batch_size,
+        inp = TrainingInput(run=self.run, method=self.method, batch_size=cfg.batch_size, store_url=self.store_url,
                             max_staleness=cfg.max_staleness, engines=[self.s.engine_url], model_path=str(self.model),
                             lr=cfg.lr, kl_beta=cfg.kl_beta, poll_s=1.0, max_poll_s=5.0)
         self.handle = await self.client.start_workflow(TRAINING_WORKFLOW, inp, id=training_workflow_id(self.run),
-                                                       task_queue=self.s.task_queue_orchestrator)
+                                                       task_queue=self.s.task_queue_orchestrator,
+                                                       result_type=TrainingStatus)
 
     async def status(self) -> Any:
         from workflows.contracts import TrainingStatus
@@ -363,7 +389,8 @@ class RunTrainer:
                 raise RuntimeError(f"training run {self.run} paused: {st.last_error}")
             if st.phase == "waiting":
                 sel = await asyncio.to_thread(select_batch, self.store, SelectBatchInput(
-                    run=self.run, policy_version=st.policy_version, batch_size=self.cfg.batch_size,
+                    run=self.run, store_url=self.store_url, policy_version=st.policy_version,
+                    batch_size=self.cfg.batch_size,
                     max_staleness=self.cfg.max_staleness))
                 if not sel.sample_ids:
                     return st
@@ -373,14 +400,14 @@ class RunTrainer:
 
     async def end(self) -> Any:
         """Stop the run at a step boundary and return its final status (terminate it if it does not stop)."""
-        from workflows.contracts import ControlRequest, TrainingStatus
+        from workflows.contracts import ControlRequest
 
         if self.handle is None:
             return self.ended
         handle, self.handle = self.handle, None
         try:
             await handle.execute_update("stop", ControlRequest(request_id=f"{self.run}-stop", reason="experiment done"))
-            self.ended = await asyncio.wait_for(handle.result(result_type=TrainingStatus), timeout=120)
+            self.ended = await asyncio.wait_for(handle.result(), timeout=120)
         except BaseException:
             await handle.terminate("experiment stopped")
             raise
@@ -392,6 +419,11 @@ class RunTrainer:
 # ---------------------------------------------------------------------------------------------------------------------
 
 app = typer.Typer(no_args_is_help=True, help="Experiments on the real stack; each prints JSON with --json.")
+
+
+@app.callback()
+def _group() -> None:
+    """Experiments on the real stack; each prints JSON with --json."""
 
 
 @app.command("personal")

@@ -50,11 +50,11 @@ def write_results(store: Any, experiment: str, rows: list[dict[str, Any]], answe
 
 def _mean(values: list[float]) -> float | int:
     mean = statistics.fmean(values)
-    return int(mean) if all(isinstance(v, int) for v in values) and mean == int(mean) else mean
+    return int(mean) if all(isinstance(v, int) for v in values) and mean == int(mean) else round(mean, 4)
 
 
 def _spread(values: list[float]) -> float:
-    return statistics.stdev(values) if len(values) > 1 else 0.0
+    return round(statistics.stdev(values), 4) if len(values) > 1 else 0.0
 
 
 def curve(rows: list[dict[str, Any]], method: str) -> list[dict[str, Any]]:
@@ -66,8 +66,8 @@ def curve(rows: list[dict[str, Any]], method: str) -> list[dict[str, Any]]:
     out = []
     for x in sorted(points):
         scores, accs = [r["score"] for r in points[x]], [r["accuracy"] for r in points[x]]
-        out.append({"interactions": x, "score_mean": statistics.fmean(scores), "score_std": _spread(scores),
-                    "accuracy_mean": statistics.fmean(accs), "accuracy_std": _spread(accs), "seeds": len(scores)})
+        out.append({"interactions": x, "score_mean": _mean(scores), "score_std": _spread(scores),
+                    "accuracy_mean": _mean(accs), "accuracy_std": _spread(accs), "seeds": len(scores)})
     return out
 
 
@@ -113,8 +113,9 @@ def summarize(rows: list[dict[str, Any]], runs: list[dict[str, Any]]) -> dict[st
         before = next(r for r in mine if r["phase"] == "before")
         after = next(r for r in mine if r["phase"] == "after")
         per_seed.append({"method": info["method"], "seed": info["seed"], "run": info["run"],
-                         "score_before": before["score"], "score_after": after["score"],
-                         "accuracy_before": before["accuracy"], "accuracy_after": after["accuracy"],
+                         "score_before": round(before["score"], 4), "score_after": round(after["score"], 4),
+                         "accuracy_before": round(before["accuracy"], 4),
+                         "accuracy_after": round(after["accuracy"], 4),
                          **{k: info[k] for k in ("samples_trained", "policy_versions", "policy_version",
                                                  "train_steps", "excluded_stale", "wall_s")}})
     keys = ["score_before", "score_after", "accuracy_before", "accuracy_after", "samples_trained", "policy_versions"]

@@ -102,7 +102,7 @@ def status(run: Run) -> None:
     async def go() -> TrainingStatus:
         return await (await _handle(run)).query("status", result_type=TrainingStatus)
 
-    _print(asyncio.run(go()))
+    _print(_run(go()))
 
 
 @app.command()
@@ -142,7 +142,7 @@ def set_hparams(
     async def go() -> TrainingStatus:
         return await (await _handle(run)).execute_update("set_hparams", upd, result_type=TrainingStatus)
 
-    _print(asyncio.run(go()))
+    _print(_run(go()))
 
 
 def _control(run: str, name: str) -> None:
@@ -152,7 +152,21 @@ def _control(run: str, name: str) -> None:
         req = ControlRequest(request_id=uuid.uuid4().hex, reason="cli")
         return await (await _handle(run)).execute_update(name, req, result_type=TrainingStatus)
 
-    _print(asyncio.run(go()))
+    _print(_run(go()))
+
+
+def _run(coro: Any) -> Any:
+    """Run a client call; a refused update or an unknown / finished run is an error message and exit code 1."""
+    from temporalio.client import WorkflowQueryFailedError, WorkflowUpdateFailedError
+    from temporalio.service import RPCError
+
+    try:
+        return asyncio.run(coro)
+    except WorkflowUpdateFailedError as err:
+        typer.echo(f"refused: {err.cause or err}", err=True)
+    except (WorkflowQueryFailedError, RPCError) as err:
+        typer.echo(f"error: {err}", err=True)
+    raise typer.Exit(1)
 
 
 async def _client(s: Settings) -> Any:

@@ -60,6 +60,9 @@ def make_random_qwen3(directory: str | Path, seed: int = 0, hidden_size: int = 6
     """Write a tiny random Qwen3ForCausalLM with a ChatML tokenizer into ``directory``; returns the path."""
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
 
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)

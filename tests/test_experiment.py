@@ -53,7 +53,8 @@ def test_accuracy_rules():
 def test_curve_points_and_fingerprint():
     assert _checkpoints(36, 12) == [12, 24, 36]
     assert _checkpoints(5, 0) == [5]
-    assert policy_version_of("policy-3") == 3 and policy_version_of(None) is None
+    assert policy_version_of("policy-3") == 3 and policy_version_of("policy-default") == 0
+    assert policy_version_of(None) is None
 
 
 def test_summary_single_and_several_methods():
@@ -102,9 +103,14 @@ def test_personal_experiment_end_to_end(tmp_path: Path):
         assert [r[:2] for r in rows] == [("before", 0), ("curve", 3), ("after", 6)]
         assert rows[-1][2] == pytest.approx(summary["score_after"])
         assert rows[-1][3] == summary["samples_trained"]
-        # the interactions fed the run; the evaluations (side turns) never did
-        trained = con.sql(f"SELECT count(*) FROM trained WHERE run = '{summary['per_seed'][0]['run']}'").fetchone()
-        assert trained[0] == summary["samples_trained"]
+    finally:
+        con.close()
+    # the interactions fed the run; the evaluations (side turns) were served and recorded, never trained
+    run = summary["per_seed"][0]
+    con = open_duckdb(run["store"])
+    try:
+        trained = con.sql(f"SELECT count(*) FROM trained WHERE run = '{run['training_run']}'").fetchone()[0]
+        assert trained == summary["samples_trained"]
         sides = con.sql("SELECT count(*) FROM turns WHERE turn_type = 'side'").fetchone()[0]
         assert sides == 3 * 4
     finally:

@@ -42,7 +42,7 @@ class ScriptedPolicy:
         self.calls: list[tuple[list[int], SamplingParams, str | None]] = []
 
     def _ids(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text, add_special_tokens=False) or [0]
+        return self.tokenizer.backend_tokenizer.encode(text, add_special_tokens=False).ids or [0]
 
     async def generate(self, input_ids: list[int], sampling: SamplingParams, rid: str | None = None) -> Generation:
         self.calls.append((input_ids, sampling, rid))
@@ -279,7 +279,6 @@ def test_disconnect_mid_stream_aborts_the_engine_request(fx: Fx) -> None:
 def test_disconnect_while_waiting_aborts_the_engine_request(fx: Fx) -> None:
     fx.policy.delay_s = 3.0
     with pytest.raises(httpx.ReadTimeout):
-        fx.post.__func__  # noqa: B018 - keep the helper referenced for readers
         httpx.post(f"{fx.url}/v1/chat/completions", json={"messages": user()}, timeout=0.5,
                    headers={"Authorization": f"Bearer {fx.keys['alice']}"})
     rid = fx.policy.calls[-1][2]

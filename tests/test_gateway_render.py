@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from api.render import ToolCallStream, split_tool_calls, template_messages
+from api.render import DeltaStream, ToolCallStream, split_tool_calls, template_messages
 
 CALL = '<tool_call>\n{"name": "exec", "arguments": {"cmd": "ls -la"}}\n</tool_call>'
 CALL2 = '<tool_call>{"name": "read", "arguments": {"path": "a.txt"}}</tool_call>'
@@ -45,28 +45,33 @@ def test_string_arguments_kept_as_is() -> None:
 
 
 def _stream(pieces: list[str]) -> tuple[str, list[dict]]:
-    parser = ToolCallStream()
-    content, calls = [], []
-    for piece in pieces:
-        for ev in parser.feed(piece):
-            content.append(ev.content)
-            if ev.tool_call:
-                calls.append(ev.tool_call)
-    for ev in parser.finish():
-        content.append(ev.content)
-    return "".join(content), calls
+    deltas = DeltaStream(ToolCallStream())
+    out = [d for piece in pieces for d in deltas.feed(piece)] + deltas.finish()
+    content = "".join(d.get("content", "") for d in out)
+    calls = [tc for d in out for tc in d.get("tool_calls", [])]
+    assert [tc["index"] for tc in calls] == list(range(len(calls)))
+    return content, calls
 
 
 @pytest.mark.parametrize("seed", range(20))
 def test_stream_matches_whole_for_any_split(seed: int) -> None:
     rng = random.Random(seed)
-    text = "Sure, <tool_ I mean: " + CALL + " and " + CALL2 + " then <tool_call>{broken}</tool_call> end <tool"
+    body = "Sure, <tool_ I mean: " + CALL + " and " + CALL2 + " then <tool_call>{broken}</tool_call> end <tool"
+    text = rng.choice(["", " \n"]) + body + rng.choice(["", "\n "])
     cuts = sorted(rng.sample(range(1, len(text)), 12))
     pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
     content, calls = _stream(pieces)
     whole_content, whole_calls = split_tool_calls(text)
     assert [c["function"] for c in calls] == [c["function"] for c in whole_calls]
-    assert content.strip() == whole_content.strip()
+    assert content == whole_content
+
+
+@pytest.mark.parametrize("text", ["  plain text with <tool_ and spaces \n", "\n" + CALL + "\n\n", CALL2 + CALL])
+def test_stream_matches_whole_edge_cases(text: str) -> None:
+    for piece in (1, 2, 5, len(text)):
+        content, calls = _stream([text[i:i + piece] for i in range(0, len(text), piece)])
+        whole_content, whole_calls = split_tool_calls(text)
+        assert (content, len(calls)) == (whole_content, len(whole_calls))
 
 
 def test_stream_holds_partial_open_tag_then_releases() -> None:

@@ -63,8 +63,11 @@ class ConversationLog:
 
 
 def policy_version_of(fingerprint: str | None) -> int | None:
-    match = _VERSION.search(fingerprint or "")
-    return int(match.group(1)) if match else None
+    """``"policy-3"`` -> 3; a version without digits (the engine's initial ``"default"``) is 0, as the gateway reads it."""
+    if not fingerprint:
+        return None
+    match = _VERSION.search(fingerprint)
+    return int(match.group(1)) if match else 0
 
 
 class GatewayDriver:

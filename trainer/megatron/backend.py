@@ -104,33 +104,39 @@ class MegatronBackend(TorchBackend):
             self.ref = self._build(self.base_path).requires_grad_(False)
 
     # -- forward ----------------------------------------------------------------------------------------------------
-    def _forward(self, model: torch.nn.Module, mb: Batch, with_entropy: bool):
-        """Response-token log-probs [b, T] (and entropy) of a micro-batch."""
-        b, length = mb.input_ids.shape
+    def _logits(self, model: torch.nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
+        """This rank's vocab slice of the logits. [b, L] -> [b, L, V/tp] (padded vocabulary columns included)."""
+        b, length = input_ids.shape
         position_ids = torch.arange(length, device=self.device)[None].expand(b, -1)
         # right padding: a causal mask alone keeps pad tokens out of every real position's context
-        logits = model(mb.input_ids, position_ids, causal_mask(length, self.device))  # [b, L, V/tp]
-        T = mb.resp_index.shape[1]
-        idx = mb.resp_index[:, :, None].expand(b, T, logits.shape[-1])
-        resp_logits = torch.gather(logits, 1, idx)  # [b, T, V/tp]
+        return model(input_ids, position_ids, causal_mask(length, self.device))
+
+    def _forward(self, model: torch.nn.Module, mb: Batch, with_entropy: bool):
+        """Response-token log-probs [b, T] (and entropy [b, T] or None) of a micro-batch."""
+        logits = self._logits(model, mb.input_ids)  # [b, L, V/tp]
+        b, T = mb.resp_index.shape
+        resp_logits = torch.gather(logits, 1, mb.resp_index[:, :, None].expand(b, T, logits.shape[-1]))
         return parallel.vocab_parallel_logprobs(resp_logits, mb.response_ids, self.dims.vocab_size, with_entropy)
 
     @torch.no_grad()
     def full_logits(self, input_ids: torch.Tensor) -> torch.Tensor:
         """Causal-LM logits over the real vocabulary, gathered from every TP rank. [B, L] -> [B, L, vocab_size]."""
-        b, length = input_ids.shape
-        input_ids = input_ids.to(self.device)
-        position_ids = torch.arange(length, device=self.device)[None].expand(b, -1)
-        local = self.model(input_ids, position_ids, causal_mask(length, self.device))  # [B, L, V/tp]
+        local = self._logits(self.model, input_ids.to(self.device))
         return torch.cat(parallel.gather_tp(local), dim=-1)[..., : self.dims.vocab_size]
 
     @torch.no_grad()
     def logprobs(self, model: torch.nn.Module, batch: Batch) -> torch.Tensor:
-        """log pi(a_t|s_t) of every response token of the whole batch (every rank computes all rows). -> [B, T]."""
+        """log pi(a_t|s_t) of every response token, no grad. -> [B, T] on every rank.
+
+        Each DP rank computes its share of the rows; a sum over DP (every other rank holds exact zeros there)
+        hands everyone the whole batch.
+        """
         out = torch.zeros(batch.mask.shape, device=self.device)
-        for rows in self._micro(torch.arange(len(batch.mask))):
+        for rows in self._my_micro(torch.arange(len(batch.mask))):
             mb = batch.select(rows)
             out[rows, : mb.mask.shape[1]] = self._forward(model, mb, with_entropy=False)[0]
+        if self.dp_size > 1:
+            dist.all_reduce(out, group=parallel.dp_group())
         return out
 
     # -- one step (train_step, _advantages and _micro are TorchBackend's) --------------------------------------
@@ -140,9 +146,8 @@ class MegatronBackend(TorchBackend):
         cfg = self.config
         self.optimizer.zero_grad(set_to_none=True)
         total = _agg_weight(batch.mask[rows], cfg.loss_agg)
-        mine = torch.tensor_split(rows, self.dp_size)[self.dp_rank]
         acc: dict[str, float] = {}
-        for micro in self._micro(mine):
+        for micro in self._my_micro(rows):
             mb = batch.select(micro)
             T = mb.mask.shape[1]
             logp, entropy = self._forward(self.model, mb, with_entropy=True)  # [b, T]
@@ -167,6 +172,11 @@ class MegatronBackend(TorchBackend):
         acc = self._reduce_stats(acc)
         acc["grad_norm"] = grad_norm
         return acc
+
+    def _my_micro(self, rows: torch.Tensor) -> list[torch.Tensor]:
+        """This DP rank's contiguous share of ``rows``, in micro-batches (none when the share is empty)."""
+        mine = torch.tensor_split(rows, self.dp_size)[self.dp_rank]
+        return self._micro(mine) if len(mine) else []
 
     def _reduce_stats(self, acc: dict[str, float]) -> dict[str, float]:
         """Weighted sums add up over DP ranks, maxima take the max; a rank with no rows contributes nothing."""

@@ -126,7 +126,8 @@ def hf_to_megatron(hf: Mapping[str, Tensor], dims: QwenDims, padded_vocab: int) 
         out[dst + "self_attention.linear_qkv.weight"] = fuse_qkv(
             hf[src + "self_attn.q_proj.weight"], hf[src + "self_attn.k_proj.weight"],
             hf[src + "self_attn.v_proj.weight"], dims)
-        out[dst + "mlp.linear_fc1.weight"] = torch.cat([hf[src + "mlp.gate_proj.weight"], hf[src + "mlp.up_proj.weight"]])
+        gate, up = hf[src + "mlp.gate_proj.weight"], hf[src + "mlp.up_proj.weight"]
+        out[dst + "mlp.linear_fc1.weight"] = torch.cat([gate, up])
     out["decoder.final_layernorm.weight"] = hf["model.norm.weight"]
     if not dims.tied:
         out["output_layer.weight"] = _pad_rows(hf["lm_head.weight"], padded_vocab)

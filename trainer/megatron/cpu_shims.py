@@ -1,7 +1,7 @@
 """The few patches that let megatron-core 0.16.1 build, run and train a GPT model on CPU over gloo.
 
 Megatron-core is written for CUDA. Its local (Transformer-Engine-free) layers, the rotary embedding and the
-tensor-parallel mappings only touch CUDA in two ways, and this module patches exactly those two:
+tensor-parallel mappings reach CUDA in two ways that can be redirected, and this module patches those two:
 
 1. ``torch.cuda.current_device`` -> ``torch.device("cpu")``.
    Megatron allocates buffers with ``device=torch.cuda.current_device()`` all over the forward and backward path:
@@ -17,6 +17,9 @@ tensor-parallel mappings only touch CUDA in two ways, and this module patches ex
    ``fork``. It is installed as the already-initialised tracker, so ``model_parallel_cuda_manual_seed(seed)`` (with
    the default ``force_reset_rng=False``) seeds it as usual; the call's own ``torch.cuda.manual_seed`` is a lazy
    no-op on a CPU build.
+
+Avoided rather than shimmed: the attention's default causal mask (``transformer.utils.get_default_causal_mask``) is
+built with ``device="cuda"``, so callers pass an explicit mask (``trainer.megatron.model.causal_mask``).
 
 Not shimmed, on purpose: Megatron's optimizers (``megatron.core.optimizer``) and its ``DistributedDataParallel`` also
 hard-code ``device='cuda'`` literals (found-inf flags, grad-norm buffers, CUDA streams), which cannot be redirected
