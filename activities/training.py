@@ -30,6 +30,7 @@ from typing import Any
 
 from temporalio import activity
 
+from openclaw_rl.logging import get_logger
 from openclaw_rl.store import LocalStore, ObjectStore
 from workflows.contracts import (
     PushWeightsInput,
@@ -43,6 +44,8 @@ from workflows.contracts import (
 )
 
 STATE_FILE = "trainer_state.json"
+LOGGED_STATS = ("loss", "clip_fraction", "approx_kl", "kl_ref", "entropy", "grad_norm", "train_rollout_abs_diff_mean",
+                "train_rollout_abs_diff_max", "n_samples", "tokens_per_s", "duration_s")
 
 
 class AlreadyTrainedError(Exception):
@@ -82,11 +85,21 @@ class StoreCache:
                 self._stores[url] = ObjectStore.from_url(url, **self.s3)
             return self._stores[url]
 
+    def cache_folder(self, store: ObjectStore, prefix: str) -> Path:
+        """Where a checkpoint of a remote store lives on this host; older steps of the run there are removed."""
+        folder = self.cache_dir / _safe(store.url_for()) / prefix.rstrip("/")
+        step = int(folder.name.split("=", 1)[1])
+        if folder.parent.is_dir():
+            for old in folder.parent.glob("step=*"):
+                if old.name.split("=", 1)[1].isdigit() and int(old.name.split("=", 1)[1]) < step - 1:
+                    shutil.rmtree(old, ignore_errors=True)
+        return folder
+
     def local_checkpoint(self, store: ObjectStore, prefix: str) -> Path:
         """A local folder holding the checkpoint: the store's own folder on file://, else a downloaded copy."""
         if isinstance(store, LocalStore):
             return store.local_path(prefix.rstrip("/"))
-        folder = self.cache_dir / _safe(store.url_for()) / prefix.rstrip("/")
+        folder = self.cache_folder(store, prefix)
         if not (folder / STATE_FILE).is_file():
             tmp = folder.with_name(folder.name + ".partial")
             shutil.rmtree(tmp, ignore_errors=True)
@@ -116,18 +129,28 @@ def read_checkpoint_state(store: ObjectStore, prefix: str) -> dict[str, Any] | N
 # ---------------------------------------------------------------------------------------------------------------------
 
 class StoreActivities:
-    def __init__(self, stores: StoreCache, policy_client: Any, engine_timeout_s: float = 300.0) -> None:
+    def __init__(self, stores: StoreCache, policy_client: Any) -> None:
         self.stores = stores
         self.policy_client = policy_client  # (base_url) -> PolicyClient
-        self.engine_timeout_s = engine_timeout_s
+        self._ledgers: dict[tuple[str, str], Any] = {}  # kept: a ledger caches the step files it has read
+
+    def _ledger(self, store_url: str, run: str) -> Any:
+        from openclaw_rl.samples import TrainedLedger
+
+        key = (store_url, run)
+        if key not in self._ledgers:
+            self._ledgers[key] = TrainedLedger(self.stores.get(store_url), run)
+        return self._ledgers[key]
 
     @activity.defn(name="select_batch")
     async def select_batch(self, inp: SelectBatchInput) -> SelectBatchOutput:
-        return await asyncio.to_thread(select_batch, self.stores.get(inp.store_url), inp)
+        return await asyncio.to_thread(select_batch, self.stores.get(inp.store_url), inp,
+                                       self._ledger(inp.store_url, inp.run))
 
     @activity.defn(name="seal_version")
     async def seal_version(self, inp: SealInput) -> SealOutput:
-        return await asyncio.to_thread(seal_version, self.stores.get(inp.store_url), inp)
+        return await asyncio.to_thread(seal_version, self.stores.get(inp.store_url), inp,
+                                       self._ledger(inp.store_url, inp.run))
 
     @activity.defn(name="push_weights")
     async def push_weights(self, inp: PushWeightsInput) -> PushWeightsOutput:
@@ -156,7 +179,7 @@ class StoreActivities:
                 await close()
 
 
-def select_batch(store: ObjectStore, inp: SelectBatchInput) -> SelectBatchOutput:
+def select_batch(store: ObjectStore, inp: SelectBatchInput, ledger: Any = None) -> SelectBatchOutput:
     """The oldest ``batch_size`` untrained samples of versions [v - max_staleness, v], if that many exist."""
     from openclaw_rl.samples import SampleReader, TrainedLedger
 
@@ -164,12 +187,12 @@ def select_batch(store: ObjectStore, inp: SelectBatchInput) -> SelectBatchOutput
     low = inp.policy_version - inp.max_staleness
     live = reader.list_versions()
     window = [v for v in live if low <= v <= inp.policy_version]
-    trained = TrainedLedger(store, inp.run).all_ids()
-    rows: dict[str, tuple[Any, int]] = {}
+    trained = (ledger or TrainedLedger(store, inp.run)).all_ids()
+    rows: dict[str, tuple[float, int]] = {}
     for v in window:
-        table = reader.read_table(v).select(["sample_id", "created_at"]).to_pylist()
-        for row in table:
-            rows.setdefault(row["sample_id"], (row["created_at"], v))
+        for row in reader.read_table(v).select(["sample_id", "created_at"]).to_pylist():
+            created = row["created_at"].timestamp() if row["created_at"] is not None else 0.0
+            rows.setdefault(row["sample_id"], (created, v))
     fresh = sorted((created, sid, v) for sid, (created, v) in rows.items() if sid not in trained)
     out = SelectBatchOutput(available=len(fresh), stale_versions=[v for v in live if v < low],
                             already_trained=len(rows) - len(fresh))
@@ -180,7 +203,7 @@ def select_batch(store: ObjectStore, inp: SelectBatchInput) -> SelectBatchOutput
     return out
 
 
-def seal_version(store: ObjectStore, inp: SealInput) -> SealOutput:
+def seal_version(store: ObjectStore, inp: SealInput, ledger: Any = None) -> SealOutput:
     """Archive sample partitions <= samples_through and record partitions <= records_through; prune checkpoints.
 
     Untrained samples are counted before they move: all of a version sealed for the first time (its archive included,
@@ -194,7 +217,7 @@ def seal_version(store: ObjectStore, inp: SealInput) -> SealOutput:
     out = SealOutput()
     to_seal = [v for v in reader.list_versions() if v <= inp.samples_through]
     if to_seal:
-        trained = TrainedLedger(store, inp.run).all_ids()
+        trained = (ledger or TrainedLedger(store, inp.run)).all_ids()
         for v in to_seal:
             ids = _ids(reader, v, archived=False)
             if v > inp.sealed_through:
@@ -246,12 +269,12 @@ class Heartbeater:
         self._thread = threading.Thread(target=self._ctx.run, args=(self._run,), daemon=True, name="heartbeat")
 
     def beat(self, **details: Any) -> None:
-        self.details.update(details)
-        activity.heartbeat(dict(self.details))
+        self.details = {**self.details, **details}  # rebound, never mutated: the side thread reads it
+        activity.heartbeat(self.details)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
-            activity.heartbeat(dict(self.details))
+            activity.heartbeat(self.details)
 
     def __enter__(self) -> "Heartbeater":
         self._thread.start()
@@ -316,10 +339,13 @@ class TrainerActivities:
         if isinstance(store, LocalStore):
             backend.save_checkpoint(store.local_path(prefix.rstrip("/")), extra=extra)
         else:
-            local = self.stores.cache_dir / _safe(store.url_for()) / prefix.rstrip("/")
+            local = self.stores.cache_folder(store, prefix)
             backend.save_checkpoint(local, extra=extra)
             _upload(store, local, prefix)
         ledger.add(inp.step, inp.sample_ids)
+        get_logger("trainer").info(
+            "train step", step=inp.step, policy_version=inp.policy_version + 1, checkpoint=prefix,
+            resumed_from=resumed_from, **{k: stats.get(k) for k in LOGGED_STATS})
         return self._output(inp, store, prefix, stats, attempt, resumed_from=resumed_from)
 
     def _ensure_backend(self, inp: TrainStepInput, store: ObjectStore) -> str:

@@ -7,6 +7,7 @@ in instead (tests inject a fake engine or a fake submitter). Run it with ``openc
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import AsyncIterator
@@ -25,7 +26,7 @@ from api.render import PromptRenderer
 from api.routes import chat, health, models
 from api.sink import Submitter, TemporalSubmitter, TurnSink
 from openclaw_rl.keys import KeyStore
-from openclaw_rl.logging import get_logger
+from openclaw_rl.logging import configure_logging, get_logger
 from openclaw_rl.settings import Settings, get_settings
 from openclaw_rl.spool import Spool
 
@@ -43,7 +44,7 @@ class BodyTooLarge(OpenAIError):
 
 
 class BodyLimit:
-    """Refuse bodies over ``limit`` bytes with a 413: from Content-Length up front, else while reading a chunked body."""
+    """Refuse bodies over ``limit`` bytes with a 413: by Content-Length up front, else while reading a chunked body."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app, self.limit = app, limit
@@ -73,9 +74,13 @@ class BodyLimit:
         await self.app(scope, limited, send)
 
 
-def _load_tokenizer(path: Path) -> Any:
+def _load_tokenizer(settings: Settings, info: dict[str, Any]) -> Any:
+    """The model's tokenizer (and chat template): from ``settings.model_path``, else the path the engine reports."""
     from transformers import AutoTokenizer
 
+    path = Path(settings.model_path)
+    if not (path / "tokenizer_config.json").exists():
+        path = Path(info.get("tokenizer_path") or info.get("model_path") or path)
     return AutoTokenizer.from_pretrained(str(path))
 
 
@@ -114,17 +119,19 @@ def create_app(settings: Settings | None = None, *, policy: Any = None, temporal
         from openclaw_rl.records import RecordWriter
         from openclaw_rl.store import store_from_settings
 
+        configure_logging(s.log_level, s.log_format, process="gateway")
+        log.info("settings resolved", **s.redacted())
         own_policy = policy is None
         engine = policy or PolicyClient(s.engine_url, timeout_s=s.http_timeout_s,
                                         connect_timeout_s=s.http_connect_timeout_s)
-        tok = tokenizer or _load_tokenizer(s.model_path)
+        info = await _model_info(engine)
+        tok = tokenizer or _load_tokenizer(s, info)
         blob_store = store or store_from_settings(s)
         writer = records if records is not None else RecordWriter(blob_store)
         spool = Spool.in_runtime_dir(s.runtime_dir)
         sink = TurnSink(temporal_submitter or TemporalSubmitter(s, timeout_s=min(s.http_timeout_s, 10.0)), spool,
                         store=blob_store, records=writer, retry_max_s=SPOOL_RETRY_MAX_S)
         await sink.start()
-        info = await _model_info(engine)
         gw = Gateway(settings=s, policy=engine, renderer=PromptRenderer(tok),
                      keys=keys or KeyStore.in_runtime_dir(s.runtime_dir), sink=sink,
                      model_name=info.get("served_model_name") or Path(s.model_path).name,
@@ -138,8 +145,6 @@ def create_app(settings: Settings | None = None, *, policy: Any = None, temporal
         finally:
             await sink.close()
             if records is None:
-                import asyncio
-
                 await asyncio.to_thread(writer.close)
             spool.close()
             if own_policy and hasattr(engine, "aclose"):

@@ -57,7 +57,7 @@ class Headers:
 @dataclass
 class PreparedTurn:
     request_id: str
-    created: int
+    created_at: float  # unix seconds; the OpenAI ``created`` field is its integer part
     user: ApiKey
     session_id: str
     turn_type: str
@@ -103,7 +103,7 @@ async def prepare(gw: Gateway, body: ChatCompletionRequest, user: ApiKey, header
     except RenderError as e:
         raise bad_request(str(e), param="messages") from None
     return PreparedTurn(
-        request_id=f"chatcmpl-{uuid.uuid4().hex}", created=int(time.time()), user=user,
+        request_id=f"chatcmpl-{uuid.uuid4().hex}", created_at=time.time(), user=user,
         session_id=session_id_for(user.key_id, raw, messages),
         turn_type=classify_turn(messages, tools, headers.turn_type), session_done=headers.session_done,
         messages=messages, tools=tools, prompt_text=prompt_text, prompt_ids=prompt_ids,
@@ -121,12 +121,11 @@ def _sampling(gw: Gateway, body: ChatCompletionRequest, prompt_len: int) -> Samp
         raise bad_request(f"This model's maximum context length is {limit} tokens. However, your request has "
                           f"{prompt_len} tokens in the messages{asked}. Shorten the messages or the completion.",
                           param="messages", code="context_length_exceeded")
-    top_k = getattr(body, "top_k", None)
     return SamplingParams(
         max_new_tokens=requested or min(limit - prompt_len, gw.default_max_tokens),
         temperature=1.0 if body.temperature is None else body.temperature,
         top_p=1.0 if body.top_p is None else body.top_p,
-        top_k=-1 if top_k in (None, 0) else int(top_k),
+        top_k=-1 if body.top_k in (None, 0) else body.top_k,
         stop=[body.stop] if isinstance(body.stop, str) else (list(body.stop) if body.stop else None),
     )
 
@@ -147,7 +146,7 @@ def turn_job(gw: Gateway, t: PreparedTurn, done: Completed) -> TurnJob:
                               response_ids=list(done.output_ids), response_logprobs=list(done.output_logprobs),
                               response_text=done.text, tool_calls=done.tool_calls)
         ref = TurnRef(request_id=t.request_id, session_id=t.session_id, user=t.user.key_id, turn_type=t.turn_type,
-                      policy_version=version, created_at=float(t.created), payload=payload,
+                      policy_version=version, created_at=t.created_at, payload=payload,
                       session_done=t.session_done, finish_reason=done.finish_reason,
                       tail=next_state_tail(messages))
         record = {"request_id": t.request_id, "session_id": t.session_id, "user": t.user.key_id,
@@ -157,7 +156,7 @@ def turn_job(gw: Gateway, t: PreparedTurn, done: Completed) -> TurnJob:
                   "tool_calls": done.tool_calls, "finish_reason": done.finish_reason,
                   "prompt_tokens": len(prompt_ids), "served_prompt_tokens": len(t.prompt_ids),
                   "completion_tokens": len(done.output_ids), "internal_context_stripped": stripped,
-                  "session_done": t.session_done, "created_at": t.created}
+                  "session_done": t.session_done, "created_at": t.created_at}
         return ref, record
 
     heavy = len(t.prompt_ids) > 2048 or INTERNAL_CONTEXT_BEGIN in str(t.messages[-1].get("content"))
@@ -208,6 +207,9 @@ class ClientGone(Exception):
 
 def _finish(raw_reason: Any, calls: list[dict[str, Any]]) -> str:
     reason = str(raw_reason or "stop")
+    if reason == "abort":  # cut short by the engine itself: a partial reply is neither served nor trained
+        raise OpenAIError(503, "the policy engine aborted the generation; retry the request", type="server_error",
+                          code="engine_aborted")
     if calls and reason != "length":
         return "tool_calls"
     return reason if reason in ("stop", "length") else "stop"
@@ -225,8 +227,8 @@ async def complete(gw: Gateway, t: PreparedTurn, request: Request) -> ChatComple
     message = AssistantMessage(content=done.content,
                                tool_calls=[ToolCallOut.model_validate(c) for c in calls] or None)
     return ChatCompletion(
-        id=t.request_id, created=t.created, model=gw.model_name, system_fingerprint=f"policy-{gen.weight_version}",
-        choices=[Choice(message=message, finish_reason=finish)],
+        id=t.request_id, created=int(t.created_at), model=gw.model_name,
+        system_fingerprint=f"policy-{gen.weight_version}", choices=[Choice(message=message, finish_reason=finish)],
         usage=Usage(prompt_tokens=len(t.prompt_ids), completion_tokens=len(gen.output_ids),
                     total_tokens=len(t.prompt_ids) + len(gen.output_ids)))
 
@@ -250,7 +252,8 @@ class EventStreamResponse(StreamingResponse):
 
 class _Chunks:
     def __init__(self, t: PreparedTurn, model: str) -> None:
-        self.base = {"id": t.request_id, "object": "chat.completion.chunk", "created": t.created, "model": model}
+        self.base = {"id": t.request_id, "object": "chat.completion.chunk", "created": int(t.created_at),
+                     "model": model}
         self.fingerprint: str | None = None
 
     def event(self, delta: dict[str, Any], finish_reason: str | None = None) -> str:

@@ -126,7 +126,7 @@ def split_tool_calls(text: str) -> tuple[str, list[dict[str, Any]]]:
 
 
 def _partial_open_suffix(text: str) -> int:
-    """Length of the longest suffix of ``text`` that is a proper prefix of ``<tool_call>`` (held back when streaming)."""
+    """Length of the longest suffix of ``text`` that is a proper prefix of ``<tool_call>`` (held back in a stream)."""
     for n in range(min(len(text), len(TOOL_OPEN) - 1), 0, -1):
         if TOOL_OPEN.startswith(text[-n:]):
             return n

@@ -156,13 +156,12 @@ class TurnSink:
         self._closing = False
         self.delivered = 0
 
-    # lifecycle ---------------------------------------------------------------------------------------------------------
+    # lifecycle --------------------------------------------------------------------------------------------------------
     async def start(self) -> None:
-        entries = await asyncio.to_thread(self.spool.oldest, 1 << 30)
-        self._spooled = Counter(e.session_id for e in entries)
+        self._spooled = Counter(await asyncio.to_thread(self.spool.sessions))
         self._replayer = asyncio.create_task(self._replay_loop(), name="turn-spool-replayer")
-        if entries:
-            log.info("spooled turns to replay", pending=len(entries))
+        if self._spooled:
+            log.info("spooled turns to replay", pending=sum(self._spooled.values()))
             self._wake.set()
 
     async def close(self) -> None:
@@ -176,7 +175,10 @@ class TurnSink:
         await asyncio.gather(*tasks, return_exceptions=True)
         left = [job for lane in self._lanes.values() for job in lane]
         for job in left:
-            await self._spool(await self._built(job))
+            try:
+                await self._spool(await self._built(job))
+            except Exception:  # noqa: BLE001 - keep spooling the others
+                log.exception("turn lost at shutdown", request_id=job.request_id)
         if self._replayer is not None:
             self._replayer.cancel()
             await asyncio.gather(self._replayer, return_exceptions=True)
@@ -188,7 +190,7 @@ class TurnSink:
         return {"pending": sum(self._spooled.values()), "down": self._down, "delivered": self.delivered,
                 "in_flight": sum(len(q) for q in self._lanes.values())}
 
-    # submit path -------------------------------------------------------------------------------------------------------
+    # submit path ------------------------------------------------------------------------------------------------------
     def submit(self, job: TurnJob) -> None:
         """Queue a completed turn (returns at once; the reply never waits for this)."""
         lane = self._lanes.setdefault(job.session_id, deque())
@@ -242,8 +244,7 @@ class TurnSink:
     async def _spool(self, ref: TurnRef) -> None:
         await asyncio.to_thread(self.spool.append, ref.session_id, ref.request_id, turn_ref_to_json(ref))
         self._spooled[ref.session_id] += 1
-        if not self._down:  # while Temporal is away the replayer keeps its own backoff
-            self._wake.set()
+        self._wake.set()
 
     async def _deliver(self, ref: TurnRef) -> None:
         if ref.payload is not None and self.store is not None and _size_hint(ref.payload) > self.inline_limit // 4:
@@ -259,21 +260,25 @@ class TurnSink:
             return ref
         return replace(ref, payload=None, payload_ref=self.store.put_blob(payload))
 
-    # replay ------------------------------------------------------------------------------------------------------------
+    # replay -----------------------------------------------------------------------------------------------------------
     async def _replay_loop(self) -> None:
-        delay = self.retry_min_s
+        loop = asyncio.get_running_loop()
+        delay, retry_at = self.retry_min_s, 0.0
         while True:
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=delay if sum(self._spooled.values()) else None)
             except TimeoutError:
                 pass
             self._wake.clear()
+            if retry_at > loop.time():  # woken during a backoff (more turns spooled): keep the backoff
+                await asyncio.sleep(retry_at - loop.time())
             try:
                 drained = await self.replay_once()
             except Exception:  # noqa: BLE001 - the replayer must outlive any single failure
                 log.exception("spool replay failed")
                 drained = False
             delay = self.retry_min_s if drained else min(delay * 2, self.retry_max_s)
+            retry_at = 0.0 if drained else loop.time() + delay
 
     async def replay_once(self) -> bool:
         """Send spooled turns oldest first until the spool is empty (True) or a delivery fails (False)."""

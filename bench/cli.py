@@ -21,3 +21,16 @@ def serving(
     from bench.serving import run
 
     typer.echo(json.dumps(run(model=model, requests=requests, tokens=max_new_tokens)))
+
+
+@app.command()
+def train(
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON (the only output format)")] = True,
+    model: Annotated[Path | None, typer.Option("--model", help="HF folder; default: the built tiny model")] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size")] = 16,
+    steps: Annotated[int, typer.Option(help="timed steps of each loop")] = 6,
+) -> None:
+    """Trainer: PyTorch backend tokens/s vs a bare torch loop, and checkpoint save + engine swap time."""
+    from bench.train import run
+
+    typer.echo(json.dumps(run(model=model, batch_size=batch_size, steps=steps), indent=2 if not as_json else None))

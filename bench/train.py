@@ -7,7 +7,8 @@
 - ``update_s``: a checkpoint save (HF folder + optimizer + state) plus the engine's ``/update_weights_from_disk`` of
   it, as the training workflow does after every step; ``save_s`` and ``swap_s`` are its parts.
 
-The model is the one given, else the built tiny model, else a random tiny Qwen3 (``bench.serving.pick_model``).
+The model is the one given, else the built tiny model (the default preset, else the "test" preset), else a random tiny
+Qwen3 (``bench.serving.pick_model``).
 """
 
 from __future__ import annotations
@@ -41,18 +42,20 @@ def make_batch(vocab: int, n: int, prompt_len: int, response_len: int, seed: int
 class BareLoop:
     """The simplest correct policy-gradient step: what a hand-written torch loop would do."""
 
-    def __init__(self, model_path: Path, device: torch.device, dtype: torch.dtype, lr: float) -> None:
+    def __init__(self, model_path: Path, device: torch.device, compute_dtype: torch.dtype, lr: float) -> None:
         from transformers import AutoModelForCausalLM
 
-        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(device).eval()
+        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).to(device).eval()
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=lr, weight_decay=0.0)
         self.device = device
+        self.compute_dtype = compute_dtype  # the backend's: bf16 autocast on a GPU
 
     def step(self, samples: list[SimpleNamespace]) -> None:
         ids = torch.tensor([s.prompt_ids + s.response_ids for s in samples], device=self.device)  # [B, P+R]
         P, R = len(samples[0].prompt_ids), len(samples[0].response_ids)
         adv = torch.tensor([s.reward for s in samples], device=self.device)[:, None]  # [B, 1]
-        logits = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False).logits
+        with torch.autocast(self.device.type, dtype=self.compute_dtype, enabled=self.compute_dtype != torch.float32):
+            logits = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False).logits
         logp = torch.log_softmax(logits[:, P - 1: P - 1 + R].float(), dim=-1)  # [B, R, V]
         logp = logp.gather(-1, ids[:, P:, None]).squeeze(-1)  # [B, R]
         loss = -(adv * logp).mean()
@@ -70,7 +73,7 @@ def throughput(model: Path, batch: list[SimpleNamespace], steps: int, device: to
     from trainer.torch_backend import TorchBackend, TrainConfig
 
     backend = TorchBackend(model, TrainConfig(lr=1e-6), device=device)
-    bare = BareLoop(model, device, backend.dtype, lr=1e-6)
+    bare = BareLoop(model, device, backend.compute_dtype, lr=1e-6)
     tokens = sum(len(s.prompt_ids) + len(s.response_ids) for s in batch)
     times: dict[str, list[float]] = {"backend": [], "bare": []}
     for i in range(steps + 1):  # step 0 of each is a warm-up
@@ -120,14 +123,20 @@ def update_time(backend: Any, model: Path, workdir: Path, repeats: int) -> dict[
 
 def run(model: Path | None = None, batch_size: int = 16, prompt_len: int = 96, response_len: int = 64,
         steps: int = 6, threads: int | None = None) -> dict[str, Any]:
-    from bench.serving import pick_model
     from transformers import AutoConfig
+
+    from bench.serving import pick_model
+    from openclaw_rl.settings import get_settings
+    from tinymodel.build import default_path, is_built
 
     if threads:
         torch.set_num_threads(threads)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
         workdir = Path(tmp)
+        if model is None and not (get_settings().model_path / "config.json").exists() and is_built(default_path("test"),
+                                                                                                   "test"):
+            model = default_path("test")  # the test-size tiny model, when only that one is built
         path, described = pick_model(model, workdir)
         vocab = AutoConfig.from_pretrained(path).vocab_size
         batch = make_batch(vocab, batch_size, prompt_len, response_len)

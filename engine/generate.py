@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -24,7 +25,7 @@ router = APIRouter(dependencies=[Depends(check_api_key)])
 DEFAULT_MAX_NEW_TOKENS = 128
 
 
-@router.post("/generate")
+@router.api_route("/generate", methods=["POST", "PUT"])
 async def generate(request: Request, state: State):  # noqa: ANN201 - JSON or SSE
     body = await parse(request, GenerateReqInput)
     reqs, single = build_reqs(body, state)
@@ -119,8 +120,6 @@ def build_reqs(body: GenerateReqInput, state: EngineState) -> tuple[list[Req], b
 
 
 def _rids(rid: str | list[str] | None, batch: int, n: int, single: bool) -> list[str]:
-    import uuid
-
     total = batch * n
     if rid is None:
         return [uuid.uuid4().hex for _ in range(total)]
@@ -167,9 +166,12 @@ class ClientGone(Exception):
 
 
 def abort_unfinished(reqs: list[Req], state: EngineState, message: str) -> None:
+    """Abort these very requests (not others that happen to share a rid)."""
     for r in reqs:
-        if not r.finished:
-            state.counters["aborted_requests"] += state.scheduler.abort(r.rid, message=message)
+        if not r.finished and r.abort_message is None:
+            r.abort_message = message
+            state.counters["aborted_requests"] += 1
+    state.scheduler.wake()
 
 
 async def _sse(reqs: list[Req], state: EngineState, batch: bool) -> AsyncIterator[bytes]:

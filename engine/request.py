@@ -113,7 +113,7 @@ class Req:
         if self.return_logprob:
             tok_text = token_text if self.return_text_in_logprobs else (lambda _t: None)
             meta["input_token_logprobs"] = [[lp, t, tok_text(t)] for lp, t in zip(
-                self.input_logprobs, self.input_ids[max(self.logprob_start_len, 0):])] if self._input_wanted else []
+                self.input_logprobs, self.input_ids[max(self.logprob_start_len, 0):])]
             meta["output_token_logprobs"] = [[lp, t, tok_text(t)] for lp, t in zip(
                 self.output_logprobs[start_ids:], ids[start_ids:])]
             if self.top_logprobs_num > 0:
@@ -123,10 +123,6 @@ class Req:
             meta["e2e_latency"] = round(time.monotonic() - self.created, 6)
         self._sent_ids, self._sent_text = n, len(text)
         return {"text": text[start_text:], "output_ids": list(ids[start_ids:]), "meta_info": meta}
-
-    @property
-    def _input_wanted(self) -> bool:
-        return self.logprob_start_len >= 0
 
 
 def _top(entry: tuple[list[float], list[int]], tok_text: Callable[[int], str | None]) -> list[list[Any]]:

@@ -16,6 +16,8 @@ from engine.model import KVCache, Weights, forward, logits
 from engine.request import Req
 from engine.sampling import sample, top_logprobs
 
+PREFILL_TOKEN_BUDGET = 4096
+
 
 class Tokenizer:
     """The served model's tokenizer (transformers) with cached per-token text."""
@@ -65,7 +67,8 @@ class Runner:
     def step(self, admit: list[Req], running: list[Req]) -> None:
         with torch.inference_mode():
             for group in _by_weights(admit):
-                self._prefill(group)
+                for chunk in _prefill_chunks(group, PREFILL_TOKEN_BUDGET):
+                    self._prefill(chunk)
             for group in _by_weights(r for r in running if not r.finished):
                 self._decode(group)
 
@@ -114,6 +117,22 @@ class Runner:
         r.input_logprobs += lp.gather(-1, targets[:, None])[:, 0].tolist()
         if r.top_logprobs_num > 0:
             r.input_top += [top_logprobs(row, r.top_logprobs_num) for row in lp]
+
+
+def _prefill_chunks(reqs: list[Req], budget: int) -> list[list[Req]]:
+    """Split a prefill so that (requests x longest prompt) stays under ``budget`` padded tokens: attention scores
+    grow with its square, and a burst of long prompts must not take the host's memory."""
+    chunks: list[list[Req]] = []
+    current: list[Req] = []
+    width = 0
+    for r in sorted(reqs, key=lambda r: len(r.input_ids)):
+        w = max(width, len(r.input_ids))
+        if current and w * (len(current) + 1) > budget:
+            chunks.append(current)
+            current, w = [], len(r.input_ids)
+        current.append(r)
+        width = w
+    return chunks + [current] if current else chunks
 
 
 def _by_weights(reqs: Iterable[Req]) -> list[list[Req]]:

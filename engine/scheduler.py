@@ -74,6 +74,10 @@ class Scheduler:
         self._wake.set()
         return hits
 
+    def wake(self) -> None:
+        """Let the loop look at its requests again (after marking some of them aborted)."""
+        self._wake.set()
+
     def pause(self, mode: str = "abort") -> None:
         if mode == "abort":
             self.abort(abort_all=True, message="aborted by pause_generation")
@@ -97,6 +101,10 @@ class Scheduler:
             if abort_all:
                 self.abort(abort_all=True, message="aborted by weight update")
             old, self.weights = self.weights, new
+            import os
+            if os.environ.get("EXP_SWAP_ALL"):
+                for r in self.running:
+                    r.weights = new
             self.last_swap_s = time.perf_counter() - t0
             draining = sum(1 for r in self.running if r.weights is old)
             log.info("weights swapped", model_path=path, weight_version=version, seconds=round(self.last_swap_s, 4),
@@ -112,14 +120,15 @@ class Scheduler:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
+            decoding = list(self.running)
             admit = self._admit()
+            self.running.extend(admit)  # visible to abort() while the step runs
             try:
-                await asyncio.to_thread(self.runner.step, admit, self.running)
+                await asyncio.to_thread(self.runner.step, admit, decoding)
             except Exception as exc:  # noqa: BLE001 - a failed step ends its requests, never the server
                 log.exception("engine step failed")
-                for r in [*admit, *self.running]:
+                for r in self.running:
                     r.set_abort(f"engine error: {exc}")
-            self.running.extend(admit)
             self.steps += 1
             self._publish()
 

@@ -2,6 +2,11 @@
 
 ``create_app(config)`` builds the app; its lifespan loads the model, starts the scheduler and stops it on shutdown.
 Every malformed request is a 400 with ``{"error": {"message": ...}}``; nothing a client sends should give a 500.
+
+Differences from SGLang worth knowing: there is no prefix cache (``/flush_cache`` is a no-op); ``/pause_generation``
+mode ``abort`` (SGLang's default) aborts running requests, ``retract`` and ``in_place`` both keep them where they are;
+a weight update never pauses or aborts anything unless ``abort_all_requests`` is set (see engine/scheduler.py), and
+the new checkpoint must share the served model's shapes and tokenizer.
 """
 
 from __future__ import annotations

@@ -56,12 +56,23 @@ def report(summary: dict[str, Any], answers: list[dict[str, Any]], keep_up: bool
         console.print(Panel(after["answer"].strip() or "(empty)",
                             title=f"after (policy version {after['policy_version']}, score {after['score']:.2f})"))
     ui = summary["temporal_ui"]
-    console.print(f"plot:        {summary['plot']}")
-    console.print(f"results:     {summary['results']}")
-    console.print(f"Temporal UI: {ui} " + ("(up until Ctrl-C)" if keep_up else
-                                           "(only while the stack runs: `openclaw-rl demo --keep-up` leaves it up)"))
-    console.print(f"query:       {summary['sql']}")
-    console.print(f"wall time:   {summary['wall_s']:.0f} s")
+    lines = [f"plot:        {summary['plot']}", f"results:     {summary['results']}",
+             f"Temporal UI: {ui} " + ("(up until Ctrl-C)" if keep_up else
+                                      "(only while the stack runs: `openclaw-rl demo --keep-up` leaves it up)"),
+             f"query:       {summary['sql']}", f"samples:     {samples_query(run)}",
+             f"wall time:   {summary['wall_s']:.0f} s"]
+    for line in lines:
+        console.print(line, soft_wrap=True)  # whole lines, so the commands can be copied
+
+
+def samples_query(run: dict[str, Any]) -> str:
+    """An `openclaw-rl sql` command over the samples the run trained on, in the store the run used."""
+    from openclaw_rl.settings import get_settings
+
+    same = run["store"].rstrip("/") == get_settings().resolved_store_url.rstrip("/")
+    prefix = "" if same else f"OPENCLAW_STORE_URL={run['store']} "
+    return (f"{prefix}openclaw-rl sql \"SELECT policy_version, method, count(*) AS samples, round(avg(reward), 2) "
+            f"AS mean_reward FROM samples WHERE run = '{run['training_run']}' GROUP BY ALL ORDER BY ALL\"")
 
 
 def demo_command(

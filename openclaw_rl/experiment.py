@@ -4,7 +4,9 @@ For each method and seed (a *run*, named ``<experiment>-<method>-s<seed>``):
 
 1. a fresh copy of the base model in the run's folder; the engine restarted on it, the workers and the gateway
    restarted with the run's name and method (``OPENCLAW_RUN``, ``OPENCLAW_METHOD``), so runs never share weights,
-   samples, checkpoints or sessions; one Temporal dev server serves every run;
+   samples, checkpoints or sessions; one Temporal dev server serves every run. (Where the settings have no ``run``
+   field, the gateway's sessions always feed run "default"; each run then gets a store of its own under
+   ``experiments/<id>/<run>`` instead, and its training run is "default" there.)
 2. an API key for the run's simulated user; evaluation before any interaction (``envs.personal.evaluate``: held-out
    problems, first response, side turns that are never trained);
 3. the run's ``TrainingWorkflow``; ``interactions`` conversations with the simulated user on train-split problems

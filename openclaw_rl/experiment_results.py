@@ -117,7 +117,8 @@ def summarize(rows: list[dict[str, Any]], runs: list[dict[str, Any]]) -> dict[st
                          "accuracy_before": round(before["accuracy"], 4),
                          "accuracy_after": round(after["accuracy"], 4),
                          **{k: info[k] for k in ("samples_trained", "policy_versions", "policy_version",
-                                                 "train_steps", "excluded_stale", "wall_s")}})
+                                                 "train_steps", "excluded_stale", "training_run", "store",
+                                                 "wall_s") if k in info}})
     keys = ["score_before", "score_after", "accuracy_before", "accuracy_after", "samples_trained", "policy_versions"]
     by_method: dict[str, dict[str, Any]] = {}
     for method in dict.fromkeys(p["method"] for p in per_seed):

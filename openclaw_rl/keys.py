@@ -92,7 +92,7 @@ class KeyStore:
         os.replace(tmp, self.path)
         self._stamp = None
 
-    # CLI side ----------------------------------------------------------------------------------------------------------
+    # CLI side ---------------------------------------------------------------------------------------------------------
     def add(self, name: str) -> str:
         """Create a key for ``name``; returns the full key (the only time it exists in clear)."""
         if not _NAME_RE.match(name):
@@ -124,7 +124,7 @@ class KeyStore:
                 self._save(records)
         return len(hits)
 
-    # gateway side ------------------------------------------------------------------------------------------------------
+    # gateway side -----------------------------------------------------------------------------------------------------
     def verify(self, key: str) -> ApiKey | None:
         match = _KEY_RE.match(key)
         if not match:

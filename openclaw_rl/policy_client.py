@@ -158,8 +158,11 @@ class PolicyClient:
                     if data == "[DONE]":
                         return
                     out = json.loads(data)
-                    if "error" in out:
-                        raise PolicyEngineError(500, str(out["error"]))
+                    if "error" in out:  # SGLang reports request errors found after the 200 inside the stream
+                        err = out["error"]
+                        code = err.get("code") if isinstance(err, dict) else None
+                        message = err.get("message", str(err)) if isinstance(err, dict) else str(err)
+                        raise PolicyEngineError(code if isinstance(code, int) else 400, message)
                     meta = out["meta_info"]
                     ids, lps = list(out.get("output_ids") or []), _logprobs(meta, "output_token_logprobs")
                     text = out.get("text") or ""

@@ -107,6 +107,12 @@ class Spool:
             row = self._db.execute("SELECT 1 FROM turns WHERE session_id = ? LIMIT 1", (session_id,)).fetchone()
         return row is not None
 
+    def sessions(self) -> dict[str, int]:
+        """Pending entries per session."""
+        with self._lock:
+            rows = self._db.execute("SELECT session_id, COUNT(*) FROM turns GROUP BY session_id").fetchall()
+        return {sid: int(n) for sid, n in rows}
+
     def pending(self) -> int:
         with self._lock:
             return int(self._db.execute("SELECT COUNT(*) FROM turns").fetchone()[0])

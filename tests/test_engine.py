@@ -181,3 +181,11 @@ def test_tokenize_detokenize_and_info(engine_url, hf_model):
     assert httpx.get(f"{engine_url}/health").status_code == 200
     assert httpx.get(f"{engine_url}/health_generate", timeout=30).status_code == 200
     assert httpx.post(f"{engine_url}/flush_cache").status_code == 200
+
+
+def test_cli_serve_process(local_engine):
+    """`openclaw-rl engine serve` as its own process (the conftest fixture starts it through the CLI)."""
+    info = httpx.get(f"{local_engine}/get_model_info", timeout=10).json()
+    assert info["is_generation"] and info["weight_version"] == "default"
+    out = _gen(local_engine, text=PROMPT, sampling_params={"max_new_tokens": 4, "temperature": 0})
+    assert out["meta_info"]["completion_tokens"] <= 4

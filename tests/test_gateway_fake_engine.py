@@ -34,6 +34,7 @@ class ScriptedPolicy:
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
         self.text = "hello there"
+        self.finish = "stop"
         self.piece = 3
         self.delay_s = 0.0
         self.error: BaseException | None = None
@@ -50,7 +51,7 @@ class ScriptedPolicy:
         if self.error is not None:
             raise self.error
         ids = self._ids(self.text)
-        return Generation(output_ids=ids, output_logprobs=[-0.5] * len(ids), text=self.text, finish_reason="stop",
+        return Generation(output_ids=ids, output_logprobs=[-0.5] * len(ids), text=self.text, finish_reason=self.finish,
                           prompt_tokens=len(input_ids), completion_tokens=len(ids), weight_version="7")
 
     async def generate_stream(self, input_ids: list[int], sampling: SamplingParams,
@@ -64,7 +65,7 @@ class ScriptedPolicy:
             ids = self._ids(piece)
             last = n == len(pieces) - 1
             yield GenerationChunk(output_ids=ids, output_logprobs=[-0.5] * len(ids), text=piece, finished=last,
-                                  finish_reason="stop" if last else None, weight_version="7" if last else None)
+                                  finish_reason=self.finish if last else None, weight_version="7" if last else None)
 
     async def abort(self, rid: str) -> None:
         self.aborted.append(rid)
@@ -122,7 +123,7 @@ def fx(random_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
 
 @pytest.fixture(autouse=True)
 def _reset(fx: Fx) -> None:
-    fx.policy.text, fx.policy.piece, fx.policy.delay_s = "hello there", 3, 0.0
+    fx.policy.text, fx.policy.piece, fx.policy.delay_s, fx.policy.finish = "hello there", 3, 0.0, "stop"
     fx.policy.error, fx.policy.error_after = None, None
 
 
@@ -235,6 +236,16 @@ def test_engine_failure_mid_stream_is_reported_in_band(fx: Fx) -> None:
     fx.policy.text, fx.policy.error, fx.policy.error_after = "one two three four", PolicyEngineError(500, "x"), 2
     with pytest.raises(openai.APIError):
         list(fx.client().chat.completions.create(model="m", messages=user(), stream=True))
+
+
+def test_generation_aborted_by_the_engine_is_503_and_not_trained(fx: Fx) -> None:
+    fx.policy.finish = "abort"
+    r = fx.post({"messages": user()})
+    assert r.status_code == 503 and r.json()["error"]["code"] == "engine_aborted"
+    with pytest.raises(openai.APIError):
+        list(fx.client().chat.completions.create(model="m", messages=user(), stream=True))
+    time.sleep(0.2)
+    assert fx.policy.calls[-1][2] not in [t.request_id for t in fx.sub.got]
 
 
 def test_unreachable_engine_is_503(random_model_path: Path, tmp_path: Path) -> None:

@@ -100,3 +100,23 @@ def test_template_messages() -> None:
     assert out[2]["content"] == "" and out[2]["tool_calls"][0]["function"]["arguments"] == {"cmd": "ls"}
     assert out[3] == {"role": "tool", "content": "a.txt", "tool_call_id": "c1"}
     assert out[4]["name"] == "read"
+
+
+def test_tool_calls_round_trip_through_the_tiny_chat_template(random_model_path) -> None:
+    """A call parsed from the model's output renders back, in the next prompt, as the block the model wrote."""
+    from transformers import AutoTokenizer
+
+    from api.render import PromptRenderer
+    from tinymodel.chat_template import CHAT_TEMPLATE
+
+    tok = AutoTokenizer.from_pretrained(random_model_path)
+    tok.chat_template = CHAT_TEMPLATE
+    sampled = '<tool_call>\n{"name": "exec", "arguments": {"cmd": "ls -la"}}\n</tool_call>'
+    _, calls = split_tool_calls(sampled)
+    tools = [{"type": "function", "function": {"name": "exec", "parameters": {"type": "object"}}}]
+    history = [{"role": "user", "content": "list files"}, {"role": "assistant", "content": None, "tool_calls": calls},
+               {"role": "tool", "tool_call_id": calls[0]["id"], "content": "a.txt"}]
+    text = PromptRenderer(tok).render_text(history, tools)
+    assert "<|im_start|>assistant\n" + sampled + "<|im_end|>" in text
+    assert "<tool_response>\na.txt\n</tool_response>" in text and text.endswith("<|im_start|>assistant\n")
+    assert '"name": "exec"' in text.rsplit("<tools>", 1)[1].split("</tools>")[0]

@@ -120,8 +120,8 @@ TITLE = [sys("Generate a concise title (3-6 words) for this chat session. Reply 
          usr("user: how do I sort a list in python?")]
 COMPACTION = [sys("You are a context summarization assistant. Produce a structured summary."),
               usr("<conversation>\n[User]: hi\n[Assistant]: hello\n</conversation>\nSummarize it.")]
-FLUSH = [sys("You are OpenClaw."), usr("Pre-compaction memory flush. Store durable memories only in memory/2026-05-01.md."
-                                       " If nothing to store, reply with NO_REPLY.")]
+FLUSH = [sys("You are OpenClaw."), usr("Pre-compaction memory flush. Store durable memories only in "
+                                       "memory/2026-05-01.md. If nothing to store, reply with NO_REPLY.")]
 HEARTBEAT = [sys("You are a heartbeat monitor for the agent. If nothing needs attention reply NO_REPLY."),
              usr("Read HEARTBEAT.md if it exists.")]
 READ_WRITE = [{"type": "function", "function": {"name": "read"}}, {"type": "function", "function": {"name": "write"}}]

@@ -133,3 +133,19 @@ def test_checkpoint_round_trip(random_model_path: Path, tmp_path: Path) -> None:
 
     AutoModelForCausalLM.from_pretrained(ckpt)
     AutoTokenizer.from_pretrained(ckpt)
+
+
+def test_backend_imports_no_service_code() -> None:
+    """The backend is torch + transformers + rlcore: no Temporal, store, network or project service imports."""
+    import ast
+
+    import trainer
+
+    forbidden = {"temporalio", "openclaw_rl", "workflows", "activities", "workers", "boto3", "httpx", "pyarrow",
+                 "fastapi", "duckdb"}
+    folder = Path(trainer.__file__).parent
+    for name in ("batch.py", "torch_backend.py"):
+        tree = ast.parse((folder / name).read_text())
+        roots = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        roots |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        assert not roots & forbidden, (name, roots & forbidden)

@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from activities.training import checkpoint_prefix, seal_version, select_batch
+import pytest
+
+from activities.training import AlreadyTrainedError, checkpoint_prefix, seal_version, select_batch
 from openclaw_rl.records import RecordWriter, record_versions
 from openclaw_rl.samples import Sample, SampleReader, SampleWriter, TrainedLedger
 from openclaw_rl.store import LocalStore
@@ -83,3 +85,53 @@ def test_seal_records_and_prune_checkpoints(tmp_path: Path) -> None:
     assert out.records_archived == 1 and record_versions(store, "judgements") == [1]
     assert out.checkpoints_deleted == 2
     assert [k.split("/")[2] for k in store.list("checkpoints/run=r/")] == ["step=3", "step=4"]
+
+
+def test_train_step_on_s3_uploads_is_effectively_once_and_resumes(s3_server, random_model_path, tmp_path: Path):
+    """train_step against an S3 store (moto): checkpoint uploaded, a retry reuses it, a new worker resumes from it."""
+    import torch
+    from temporalio.testing import ActivityEnvironment
+
+    from activities.training import StoreCache, TrainerActivities
+    from openclaw_rl.store import ObjectStore
+    from trainer.torch_backend import read_state
+    from workflows.contracts import TrainHparams, TrainStepInput
+
+    torch.set_num_threads(1)
+    creds = {"endpoint_url": s3_server["endpoint_url"], "access_key_id": "test", "secret_access_key": "test"}
+    url = f"s3://{s3_server['bucket']}/train-{tmp_path.name}"
+    store = ObjectStore.from_url(url, **creds)
+    for v in (0, 1):
+        for i in range(2):
+            SampleWriter(store, "r").write(make_sample("r", v, i, reward=1.0 if i else -1.0))
+    stores = StoreCache(url, tmp_path / "cache", **creds)
+    env = ActivityEnvironment()
+
+    def step_input(step: int, version: int, resume_from: str = "") -> TrainStepInput:
+        return TrainStepInput(run="r", step=step, policy_version=version, sample_ids=[f"v{version}-s0", f"v{version}-s1"],
+                              versions=[version], model_path=str(random_model_path), resume_from=resume_from,
+                              hparams=TrainHparams(lr=1e-3))
+
+    first = TrainerActivities(stores, device="cpu")
+    out1 = env.run(first.train_step, step_input(1, 0))
+    assert (out1.step, out1.policy_version, out1.reused) == (1, 1, False)
+    assert out1.checkpoint_url == f"{url}/checkpoints/run=r/step=1"
+    keys = store.list(out1.checkpoint)
+    assert {k.rsplit("/", 1)[1] for k in keys} >= {"model.safetensors", "optimizer.pt", "trainer_state.json",
+                                                    "tokenizer.json", "config.json"}
+    assert TrainedLedger(store, "r").all_ids() == {"v0-s0", "v0-s1"}
+
+    # the completion was lost and Temporal retries the same input: nothing is trained again
+    again = env.run(first.train_step, step_input(1, 0))
+    assert again.reused and again.stats == out1.stats and TrainedLedger(store, "r").steps() == [1]
+
+    # a fresh worker (no model in memory) resumes step 2 from the uploaded step-1 checkpoint
+    second = TrainerActivities(StoreCache(url, tmp_path / "cache2", **creds), device="cpu")
+    out2 = env.run(second.train_step, step_input(2, 1, resume_from=out1.checkpoint))
+    assert out2.resumed_from == out1.checkpoint and (out2.step, out2.policy_version) == (2, 2)
+    local = second.stores.local_checkpoint(store, out2.checkpoint)  # what push_weights hands the engines
+    assert (read_state(local)["step"], read_state(local)["policy_version"]) == (2, 2)
+    assert second.backend.step == 2
+    # the same batch again under a new step number would train samples twice: refused
+    with pytest.raises(AlreadyTrainedError):
+        env.run(second.train_step, step_input(3, 1, resume_from=out2.checkpoint))

@@ -25,9 +25,9 @@ from pathlib import Path
 import httpx
 import pytest
 import torch
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHistory
 from temporalio.testing import ActivityEnvironment
-from temporalio.worker import Worker
+from temporalio.worker import Replayer, Worker
 
 from activities.training import StoreActivities, StoreCache, TrainerActivities, checkpoint_prefix
 from openclaw_rl.policy_client import PolicyClient, SamplingParams
@@ -39,6 +39,7 @@ from workflows.training import TrainingWorkflow
 
 torch.set_num_threads(1)
 REPO = Path(__file__).resolve().parent.parent
+HISTORY_DIR = Path(__file__).parent / "histories"
 PROMPT = [1, 20, 21, 22, 23, 24]
 
 
@@ -88,6 +89,8 @@ async def test_one_step_raises_rewarded_and_lowers_punished_logprobs(temporal_en
                         poll_s=0.2, trainer_queue=tq, heartbeat_timeout_s=30),
                     id=f"training/{run}", task_queue=oq, result_type=TrainingStatus,
                     execution_timeout=timedelta(minutes=5))
+                history = await client.get_workflow_handle(f"training/{run}").fetch_history()
+            await Replayer(workflows=[TrainingWorkflow]).replay_workflow(history)
             info = await policy.model_info()
             after = {"good": await policy.score(PROMPT, good), "bad": await policy.score(PROMPT, bad)}
 
@@ -141,7 +144,8 @@ async def test_trainer_killed_mid_step_resumes_from_checkpoint(temporal_env, ran
             handle = await client.start_workflow(
                 TRAINING_WORKFLOW, TrainingInput(
                     run=run, batch_size=2, lr=1e-3, model_path=str(random_model_path), store_url=f"file://{store.root}",
-                    max_steps=3, poll_s=0.2, trainer_queue=tq, heartbeat_timeout_s=4, step_sleep_s=6.0),
+                    max_steps=3, poll_s=0.2, trainer_queue=tq, heartbeat_timeout_s=4, step_sleep_s=6.0,
+                    steps_per_history=2),  # continue-as-new after step 2: the state must carry over
                 id=f"training/{run}", task_queue=oq, result_type=TrainingStatus,
                 execution_timeout=timedelta(minutes=8))
             # wait until step 2 is inside its update (heartbeating, model already moved in memory), then kill -9
@@ -163,6 +167,8 @@ async def test_trainer_killed_mid_step_resumes_from_checkpoint(temporal_env, ran
             assert (status.step, status.policy_version, status.phase) == (1, 1, "training")
             proc = start_trainer_process(address, tq, tmp_path / "rt", log)
             result = await handle.result()
+            # the run up to continue-as-new, with the killed attempt
+            first_run = await client.get_workflow_handle(handle.id, run_id=handle.first_execution_run_id).fetch_history()
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -183,6 +189,20 @@ async def test_trainer_killed_mid_step_resumes_from_checkpoint(temporal_env, ran
     for step in (1, 2, 3):
         state = store.get_json(checkpoint_prefix(run, step) + "trainer_state.json")
         assert (state["step"], state["policy_version"]) == (step, step)
+    assert any(e.HasField("workflow_execution_continued_as_new_event_attributes") for e in first_run.events)
+    await Replayer(workflows=[TrainingWorkflow]).replay_workflow(first_run)
+    HISTORY_DIR.mkdir(exist_ok=True)
+    recorded = HISTORY_DIR / "training_workflow_v1.json"
+    if not recorded.exists():  # first run records it; later runs replay the committed file
+        recorded.write_text(first_run.to_json())
+
+
+async def test_recorded_training_history_replays():
+    """A change to the workflow's command sequence must go behind workflow.patched(): old histories still replay."""
+    recorded = HISTORY_DIR / "training_workflow_v1.json"
+    assert recorded.exists(), "tests/histories/training_workflow_v1.json is missing"
+    history = WorkflowHistory.from_json("training/recorded", recorded.read_text())
+    await Replayer(workflows=[TrainingWorkflow]).replay_workflow(history)
 
 
 def _ledger_ids_per_file(store: LocalStore, prefix: str) -> list[set[str]]:

@@ -19,6 +19,10 @@ Logged per step: loss, clip fraction, approx KL (new vs old), KL to the referenc
 trainer run the same weights). Dropout is off (``model.eval()``): an RL update should not sample a different network
 than the one that produced the rollout; gradients still flow.
 
+Devices: fp32 on CPU; on one GPU the weights and AdamW state stay fp32 and the passes run in bf16 under autocast,
+because a pure-bf16 AdamW step of lr 1e-5 mostly rounds away. Checkpoints therefore hold fp32 weights (an exact resume);
+an engine serving in bf16 casts them when it loads them.
+
 ``save_checkpoint(dir)`` writes a Hugging Face folder the engine loads (``save_pretrained`` + the tokenizer files of
 the base model) plus ``optimizer.pt`` and ``trainer_state.json``; ``load_checkpoint(dir)`` resumes from one.
 """
@@ -76,7 +80,10 @@ class TorchBackend:
                  device: str | torch.device | None = None, base_path: str | Path | None = None) -> None:
         self.config = config or TrainConfig()
         self.device = torch.device(device) if device is not None else default_device()
-        self.dtype = torch.float32 if self.device.type == "cpu" else torch.bfloat16
+        # Master weights and optimiser state stay fp32 (an AdamW step of lr 1e-5 mostly rounds away in bf16 weights);
+        # on a GPU the forward and backward run in bf16 under autocast.
+        self.dtype = torch.float32
+        self.compute_dtype = torch.float32 if self.device.type == "cpu" else torch.bfloat16
         # the run's base model: tokenizer files and the KL reference come from here
         self.base_path = Path(base_path or model_path)
         self.step = 0
@@ -113,7 +120,8 @@ class TorchBackend:
         if config.kl_beta > 0 and self.ref is None:
             from transformers import AutoModelForCausalLM
 
-            self.ref = AutoModelForCausalLM.from_pretrained(self.base_path, dtype=self.dtype).to(self.device).eval()
+            self.ref = AutoModelForCausalLM.from_pretrained(self.base_path, dtype=self.compute_dtype)
+            self.ref = self.ref.to(self.device).eval()
             self.ref.requires_grad_(False)
 
     # -- one step ---------------------------------------------------------------------------------------------------
@@ -123,8 +131,7 @@ class TorchBackend:
         out = torch.zeros(batch.mask.shape, device=self.device)
         for rows in self._micro(torch.arange(len(batch.mask))):
             mb = batch.select(rows)
-            logits = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask, use_cache=False).logits
-            out[rows, : mb.mask.shape[1]] = response_logprobs(logits, mb)[0]
+            out[rows, : mb.mask.shape[1]] = response_logprobs(self._logits(model, mb), mb)[0]
         return out
 
     def train_step(self, samples: Sequence[Any], on_progress: Progress | None = None) -> dict[str, Any]:
@@ -163,8 +170,7 @@ class TorchBackend:
         for micro in self._micro(rows):
             mb = batch.select(micro)
             T = mb.mask.shape[1]
-            logits = self.model(input_ids=mb.input_ids, attention_mask=mb.attention_mask, use_cache=False).logits
-            logp, entropy = response_logprobs(logits, mb, with_entropy=True)  # [b, T]
+            logp, entropy = response_logprobs(self._logits(self.model, mb), mb, with_entropy=True)  # [b, T]
             old_logp = old[micro, :T] if old is not None else logp.detach()  # see the module docstring, step 2
             adv = self._advantages(mb, old_logp)
             loss, st = policy_loss(logp, old_logp, adv, mb.mask, eps_low=cfg.clip_eps, eps_high=cfg.clip_eps_high,
@@ -184,6 +190,10 @@ class TorchBackend:
         self.optimizer.step()
         acc["grad_norm"] = float(grad_norm)
         return acc
+
+    def _logits(self, model: torch.nn.Module, mb: Batch) -> torch.Tensor:
+        with torch.autocast(self.device.type, dtype=self.compute_dtype, enabled=self.compute_dtype != torch.float32):
+            return model(input_ids=mb.input_ids, attention_mask=mb.attention_mask, use_cache=False).logits  # [b, L, V]
 
     def _advantages(self, mb: Batch, old_logp: torch.Tensor) -> torch.Tensor:
         cfg = self.config
