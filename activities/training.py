@@ -6,8 +6,8 @@ and record partitions and old checkpoints. ``TrainerActivities`` (trainer queue,
 ``train_step`` trains one step, checkpoints it and records its sample ids in the trained ledger.
 
 Checkpoints live at ``checkpoints/run=<run>/step=<n>/`` in the store: on ``file://`` that folder is what the engines
-load; on ``s3://`` the trainer saves into a local cache folder and uploads it, and ``push_weights`` downloads it into its
-own cache (on the engines' host) before the engines load it. ``trainer_state.json`` is written last: a checkpoint
+load; on ``s3://`` the trainer saves into a local cache folder and uploads it, and ``push_weights`` downloads it into
+its own cache (on the engines' host) before the engines load it. ``trainer_state.json`` is written last: a checkpoint
 without it is incomplete and ignored.
 
 Effectively-once training: a retried ``train_step`` whose checkpoint is complete and was made from the same batch

@@ -45,6 +45,7 @@ log = get_logger("gateway.chat")
 
 RENDER_IN_THREAD_CHARS = 32_000  # longer conversations render off the event loop
 ABORT_TIMEOUT_S = 2.0
+DRAIN_TIMEOUT_S = 1.0
 
 
 @dataclass
@@ -292,30 +293,32 @@ async def _stream(gw: Gateway, t: PreparedTurn, engine: AsyncIterator[Any], firs
     version: Any = ""
     finished = False
     try:
-        yield chunks.event({"role": "assistant", "content": ""})
+        # Frames are batched per engine chunk: the role frame leaves with the first token, the closing frames
+        # (finish, usage, [DONE]) with the last, so each token costs one write.
+        pending = chunks.event({"role": "assistant", "content": ""})
         async for chunk in _chain([first] if first is not None else [], engine):
             ids.extend(chunk.output_ids)
             logprobs.extend(chunk.output_logprobs)
             text.append(chunk.text)
             version = chunk.weight_version or version
             chunks.fingerprint = f"policy-{version}"
-            for delta in deltas.feed(chunk.text):
-                yield chunks.event(delta)
+            pending += "".join(chunks.event(delta) for delta in deltas.feed(chunk.text))
             if chunk.finished:
                 reason = chunk.finish_reason
                 break
-        for delta in deltas.finish():
-            yield chunks.event(delta)
+            yield pending
+            pending = ""
+        pending += "".join(chunks.event(delta) for delta in deltas.finish())
         calls = deltas.calls
         finish = _finish(reason, calls)
         full = "".join(text)
         content = (split_tool_calls(full)[0] or None) if calls else full
         finished = True
         gw.sink.submit(turn_job(gw, t, Completed(ids, logprobs, full, finish, str(version), content, calls)))
-        yield chunks.event({}, finish_reason=finish)
+        pending += chunks.event({}, finish_reason=finish)
         if t.include_usage:
-            yield chunks.usage(len(t.prompt_ids), len(ids))
-        yield "data: [DONE]\n\n"
+            pending += chunks.usage(len(t.prompt_ids), len(ids))
+        yield pending + "data: [DONE]\n\n"
     except Exception as e:  # noqa: BLE001 - headers are sent: report in-band, as OpenAI does
         err = e if isinstance(e, OpenAIError) else engine_error(e)
         log.warning("stream failed", request_id=t.request_id, error=str(err.detail))
@@ -324,7 +327,20 @@ async def _stream(gw: Gateway, t: PreparedTurn, engine: AsyncIterator[Any], firs
         if not finished:
             await _abort(gw, t.request_id)
         with anyio.CancelScope(shield=True):
-            await engine.aclose()  # type: ignore[attr-defined]
+            await _drain(engine, finished)
+
+
+async def _drain(engine: AsyncIterator[Any], finished: bool) -> None:
+    """Read the engine stream to its end after the last token (its [DONE]), so the connection goes back to the
+    pool instead of being closed; give up quickly and close it otherwise."""
+    if finished:
+        with anyio.move_on_after(DRAIN_TIMEOUT_S):
+            try:
+                async for _ in engine:
+                    pass
+            except Exception:  # noqa: BLE001 - the reply is complete; the connection is simply not reused
+                pass
+    await engine.aclose()  # type: ignore[attr-defined]
 
 
 async def _chain(first: list[Any], rest: AsyncIterator[Any]) -> AsyncIterator[Any]:

@@ -14,7 +14,7 @@ import asyncio
 import json
 from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Protocol
 
@@ -45,8 +45,13 @@ class Submitter(Protocol):
     async def close(self) -> None: ...
 
 
+def _turn_ref_dict(ref: TurnRef) -> dict[str, Any]:
+    # Shallow on purpose: dataclasses.asdict deep-copies every id list, which costs more than the JSON itself.
+    return {**vars(ref), "payload": vars(ref.payload) if ref.payload is not None else None}
+
+
 def turn_ref_to_json(ref: TurnRef) -> str:
-    return json.dumps(asdict(ref), ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(_turn_ref_dict(ref), ensure_ascii=False, separators=(",", ":"))
 
 
 def turn_ref_from_json(text: str) -> TurnRef:
@@ -204,9 +209,14 @@ class TurnSink:
             while lane:
                 job = lane[0]
                 try:
-                    await self._deliver_or_spool(await self._built(job))
-                except Exception:  # noqa: BLE001 - a turn that cannot even be built must not stop its lane
+                    ref = await self._built(job)
+                except Exception:  # noqa: BLE001 - one broken turn must not stop its lane
                     log.exception("turn dropped: could not build it", request_id=job.request_id)
+                else:
+                    try:
+                        await self._deliver_or_spool(ref)
+                    except Exception:  # noqa: BLE001 - the spool itself failed (disk full?)
+                        log.exception("turn lost: neither delivered nor spooled", request_id=job.request_id)
                 lane.popleft()
         finally:
             if not lane:
@@ -233,7 +243,7 @@ class TurnSink:
         except TurnRejected as e:
             log.error("turn refused by temporal; kept in the spool's dead table", request_id=ref.request_id,
                       error=str(e))
-            seq = await asyncio.to_thread(self.spool.append, ref.session_id, ref.request_id, turn_ref_to_json(ref))
+            seq = await asyncio.to_thread(self._append, ref)
             await asyncio.to_thread(self.spool.bury, seq, str(e))
         except Exception as e:  # noqa: BLE001 - unreachable, timed out, store down: spool and replay later
             if not self._down:
@@ -241,8 +251,11 @@ class TurnSink:
             self._down = True
             await self._spool(ref)
 
+    def _append(self, ref: TurnRef) -> int:
+        return self.spool.append(ref.session_id, ref.request_id, turn_ref_to_json(ref))
+
     async def _spool(self, ref: TurnRef) -> None:
-        await asyncio.to_thread(self.spool.append, ref.session_id, ref.request_id, turn_ref_to_json(ref))
+        await asyncio.to_thread(self._append, ref)
         self._spooled[ref.session_id] += 1
         self._wake.set()
 
@@ -254,7 +267,7 @@ class TurnSink:
 
     def _offload(self, ref: TurnRef) -> TurnRef:
         """Large payloads travel by reference: Temporal histories stay small."""
-        payload = asdict(ref.payload)  # type: ignore[arg-type]
+        payload = dict(vars(ref.payload))
         size = len(json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode())
         if size <= self.inline_limit:
             return ref

@@ -134,10 +134,11 @@ def run(model: Path | None = None, batch_size: int = 16, prompt_len: int = 96, r
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
         workdir = Path(tmp)
-        if model is None and not (get_settings().model_path / "config.json").exists() and is_built(default_path("test"),
-                                                                                                   "test"):
-            model = default_path("test")  # the test-size tiny model, when only that one is built
-        path, described = pick_model(model, workdir)
+        test_preset = default_path("test")
+        if model is None and not (get_settings().model_path / "config.json").exists() and is_built(test_preset, "test"):
+            path, described = test_preset, f"tiny-qwen3 test preset ({test_preset})"
+        else:
+            path, described = pick_model(model, workdir)
         vocab = AutoConfig.from_pretrained(path).vocab_size
         batch = make_batch(vocab, batch_size, prompt_len, response_len)
         out = throughput(path, batch, steps, device)

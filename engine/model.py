@@ -61,9 +61,9 @@ class ModelConfig:
         )
 
     def shapes(self) -> tuple:
-        """What two checkpoints must share to be hot-swapped into the same cache."""
+        """What two checkpoints must share to be hot-swapped into the same cache (and mixed in one forward)."""
         return (self.vocab_size, self.hidden_size, self.intermediate_size, self.num_layers, self.num_heads,
-                self.num_kv_heads, self.head_dim)
+                self.num_kv_heads, self.head_dim, self.rope_theta, self.rms_norm_eps)
 
 
 def _eos_ids(path: Path, raw: dict) -> tuple[int, ...]:
@@ -101,6 +101,7 @@ class Weights:
     norm: torch.Tensor  # (H,)
     lm_head: torch.Tensor  # (V, H)
     inv_freq: torch.Tensor  # (d / 2,)
+    groups: int = 1  # > 1: a ``mix`` of that many checkpoints (projections concatenated, norms stacked)
 
 
 def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
@@ -149,6 +150,30 @@ def load_weights(path: str | Path, version: str, dtype: torch.dtype = torch.floa
                    norm=get("model.norm.weight"), lm_head=lm_head, inv_freq=inv_freq)
 
 
+def mix(sets: list[Weights]) -> Weights:
+    """One weight set holding several checkpoints, so requests pinned to different versions share one forward.
+
+    Each projection becomes ``[W_0; W_1; ...]`` (rows concatenated): a row of the batch computes every version's
+    output and keeps its own (the extra FLOPs are cheap next to a second pass over every layer). Norm weights are
+    stacked ``(G, dim)`` and picked per row; token ids are offset by ``group * V`` into the concatenated embedding.
+    """
+    def cat(get):  # noqa: ANN001, ANN202 - tiny local helper
+        return torch.cat([get(w) for w in sets]).contiguous()
+
+    def stack(get):  # noqa: ANN001, ANN202
+        return torch.stack([get(w) for w in sets])
+
+    layers = [LayerWeights(
+        ln1=stack(lambda w: w.layers[i].ln1), qkv=cat(lambda w: w.layers[i].qkv),
+        q_norm=stack(lambda w: w.layers[i].q_norm), k_norm=stack(lambda w: w.layers[i].k_norm),
+        o=cat(lambda w: w.layers[i].o), ln2=stack(lambda w: w.layers[i].ln2),
+        gate_up=cat(lambda w: w.layers[i].gate_up), down=cat(lambda w: w.layers[i].down),
+    ) for i in range(sets[0].config.num_layers)]
+    return Weights(version="+".join(w.version for w in sets), path=sets[-1].path, config=sets[0].config,
+                   embed=cat(lambda w: w.embed), layers=layers, norm=stack(lambda w: w.norm),
+                   lm_head=cat(lambda w: w.lm_head), inv_freq=sets[0].inv_freq, groups=len(sets))
+
+
 class KVCache:
     """Keys/values per slot; capacity (positions) doubles on demand up to ``max_len``."""
 
@@ -176,13 +201,30 @@ class KVCache:
         self.capacity = new
 
 
-def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
     if x.dtype == torch.float32:  # fused kernel, same maths
-        return F.rms_norm(x, weight.shape, weight, eps)
+        return F.rms_norm(x, (x.shape[-1],), weight, eps)
     dtype = x.dtype
     x32 = x.float()
     x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
-    return weight * x32.to(dtype)
+    return x32.to(dtype) if weight is None else weight * x32.to(dtype)
+
+
+def _norm(x: torch.Tensor, weight: torch.Tensor, eps: float, group: torch.Tensor | None) -> torch.Tensor:
+    """RMSNorm of ``x (B, ..., dim)``; with ``group`` the weight is ``(G, dim)`` and row b uses ``weight[group[b]]``."""
+    if group is None:
+        return _rms_norm(x, weight, eps)
+    return _rms_norm(x, None, eps) * weight[group].view(x.shape[0], *([1] * (x.dim() - 2)), x.shape[-1])
+
+
+def _proj(h: torch.Tensor, weight: torch.Tensor, group: torch.Tensor | None, groups: int) -> torch.Tensor:
+    """``h @ weight.T``; with ``group`` the weight is ``groups`` stacked blocks and row b keeps block ``group[b]``."""
+    y = h @ weight.T
+    if group is None:
+        return y
+    y = y.view(*y.shape[:-1], groups, y.shape[-1] // groups)  # (B, ..., G, out)
+    index = group.view(-1, *([1] * (y.dim() - 1))).expand(*y.shape[:-2], 1, y.shape[-1])
+    return y.gather(-2, index).squeeze(-2)
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -191,15 +233,16 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
     return x * cos + rotated * sin
 
 
-def forward(w: Weights, cache: KVCache, slots: list[int], input_ids: torch.Tensor, starts: list[int]) -> torch.Tensor:
+def forward(w: Weights, cache: KVCache, slots: list[int], input_ids: torch.Tensor, starts: list[int],
+            group: torch.Tensor | None = None) -> torch.Tensor:
     """Run ``input_ids (B, T)`` for ``slots`` whose first new token sits at position ``starts[b]``.
 
     Writes keys/values into the cache and returns the final-norm hidden states ``(B, T, H)``; the caller applies
-    ``lm_head`` only where it needs logits.
+    ``lm_head`` only where it needs logits. With a ``mix``ed ``w``, ``group (B,)`` says which checkpoint each row uses.
     """
-    cfg = w.config
+    cfg, g = w.config, w.groups
     bsz, seq = input_ids.shape
-    nh, nkv, d = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+    nh, nkv, d, eps = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.rms_norm_eps
     kv_len = max(starts) + seq
     cache.ensure(kv_len)
     slot_idx = torch.tensor(slots, dtype=torch.long)
@@ -208,12 +251,14 @@ def forward(w: Weights, cache: KVCache, slots: list[int], input_ids: torch.Tenso
     emb = torch.cat((freqs, freqs), dim=-1)
     cos, sin = emb.cos().to(w.embed.dtype)[:, None], emb.sin().to(w.embed.dtype)[:, None]  # (B, 1, T, d)
     mask = (torch.arange(kv_len)[None, None, :] <= pos[:, :, None])[:, None]  # (B, 1, T, kv_len)
+    if group is not None:
+        input_ids = input_ids + group[:, None] * cfg.vocab_size
     x = F.embedding(input_ids, w.embed)  # (B, T, H)
     for i, lw in enumerate(w.layers):
-        h = _rms_norm(x, lw.ln1, cfg.rms_norm_eps)
-        q, k, v = (h @ lw.qkv.T).split([nh * d, nkv * d, nkv * d], dim=-1)
-        q = _rms_norm(q.view(bsz, seq, nh, d), lw.q_norm, cfg.rms_norm_eps).transpose(1, 2)  # (B, nh, T, d)
-        k = _rms_norm(k.view(bsz, seq, nkv, d), lw.k_norm, cfg.rms_norm_eps).transpose(1, 2)  # (B, nkv, T, d)
+        h = _norm(x, lw.ln1, eps, group)
+        q, k, v = _proj(h, lw.qkv, group, g).split([nh * d, nkv * d, nkv * d], dim=-1)
+        q = _norm(q.view(bsz, seq, nh, d), lw.q_norm, eps, group).transpose(1, 2)  # (B, nh, T, d)
+        k = _norm(k.view(bsz, seq, nkv, d), lw.k_norm, eps, group).transpose(1, 2)  # (B, nkv, T, d)
         q, k = _rotate(torch.cat((q, k), dim=1), cos, sin).split([nh, nkv], dim=1)  # one rotary pass for both
         v = v.view(bsz, seq, nkv, d)
         # advanced indices on dims 0 and 2 put (B, T) first: the value is (B, T, nkv, d)
@@ -222,13 +267,12 @@ def forward(w: Weights, cache: KVCache, slots: list[int], input_ids: torch.Tenso
         keys = cache.k[i][slot_idx, :, :kv_len]  # (B, nkv, kv_len, d)
         values = cache.v[i][slot_idx, :, :kv_len]
         attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=nkv != nh)
-        x = x + attn.transpose(1, 2).reshape(bsz, seq, nh * d) @ lw.o.T
-        h = _rms_norm(x, lw.ln2, cfg.rms_norm_eps)
-        gate, up = (h @ lw.gate_up.T).chunk(2, dim=-1)
-        x = x + (F.silu(gate) * up) @ lw.down.T
-    return _rms_norm(x, w.norm, cfg.rms_norm_eps)
+        x = x + _proj(attn.transpose(1, 2).reshape(bsz, seq, nh * d), lw.o, group, g)
+        gate, up = _proj(_norm(x, lw.ln2, eps, group), lw.gate_up, group, g).chunk(2, dim=-1)
+        x = x + _proj(F.silu(gate) * up, lw.down, group, g)
+    return _norm(x, w.norm, eps, group)
 
 
-def logits(w: Weights, hidden: torch.Tensor) -> torch.Tensor:
-    """``hidden (..., H)`` -> fp32 logits ``(..., V)``."""
-    return (hidden @ w.lm_head.T).float()
+def logits(w: Weights, hidden: torch.Tensor, group: torch.Tensor | None = None) -> torch.Tensor:
+    """``hidden (B, ..., H)`` -> fp32 logits ``(B, ..., V)``."""
+    return _proj(hidden, w.lm_head, group, w.groups).float()

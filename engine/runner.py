@@ -1,8 +1,9 @@
 """The model side of a scheduler step: batched prefill of newly admitted requests, one batched decode step for the
 running ones, sampling, log-probs. Runs on a worker thread; owns the KV cache and its slots.
 
-Requests are grouped by the weight set they were admitted with, so while an update drains there are two forwards per
-step (old weights for requests that started before the swap, new weights for the rest).
+Each request stays on the weight set it was admitted with. While an update drains, the decode step still runs one
+forward: the old and new sets are ``mix``ed and each row picks its own (see engine/model.py), so a swap does not
+double the step time. Prefill never mixes: a step admits requests on the current set only.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from engine.model import KVCache, Weights, forward, logits
+from engine.model import KVCache, Weights, forward, logits, mix
 from engine.request import Req
 from engine.sampling import sample, top_logprobs
 
@@ -51,6 +52,7 @@ class Runner:
         self.eos_ids = weights.config.eos_token_ids
         self.cache = KVCache(weights.config, slots, context_len, dtype)
         self._free = list(range(slots))[::-1]
+        self._mixed: tuple[list[Weights], Weights] | None = None
 
     @property
     def free_slots(self) -> int:
@@ -69,8 +71,9 @@ class Runner:
             for group in _by_weights(admit):
                 for chunk in _prefill_chunks(group, PREFILL_TOKEN_BUDGET):
                     self._prefill(chunk)
-            for group in _by_weights(r for r in running if not r.finished):
-                self._decode(group)
+            live = [r for r in running if not r.finished]
+            if live:
+                self._decode(live)
 
     def _prefill(self, reqs: list[Req]) -> None:
         w = reqs[0].weights
@@ -91,11 +94,27 @@ class Runner:
             self._sample_append([reqs[b] for b in todo], logits(w, last))
 
     def _decode(self, reqs: list[Req]) -> None:
-        w = reqs[0].weights
-        assert w is not None
+        """One token for every running request, in one forward even when they are pinned to different weights."""
+        sets: list[Weights] = []
+        for r in reqs:
+            if not any(r.weights is s for s in sets):
+                sets.append(r.weights)  # type: ignore[arg-type]
+        w, group = sets[0], None
+        if len(sets) > 1:
+            w = self._mix(sets)
+            group = torch.tensor([next(i for i, s in enumerate(sets) if s is r.weights) for r in reqs])
+        else:
+            self._mixed = None
         ids = torch.tensor([[r.output_ids[-1]] for r in reqs])
-        hidden = forward(w, self.cache, [r.slot for r in reqs], ids, [r.seq_len - 1 for r in reqs])
-        self._sample_append(reqs, logits(w, hidden[:, 0]))
+        hidden = forward(w, self.cache, [r.slot for r in reqs], ids, [r.seq_len - 1 for r in reqs], group)
+        self._sample_append(reqs, logits(w, hidden[:, 0], group))
+
+    def _mix(self, sets: list[Weights]) -> Weights:
+        """The mixed weights for these sets, built once per combination (i.e. once per update while it drains)."""
+        if self._mixed is None or len(self._mixed[0]) != len(sets) or any(
+                a is not b for a, b in zip(self._mixed[0], sets)):
+            self._mixed = (list(sets), mix(sets))
+        return self._mixed[1]
 
     def _sample_append(self, reqs: list[Req], lg: torch.Tensor) -> None:
         tokens, logprobs = sample(lg, [r.sampling for r in reqs], [r.generator for r in reqs])

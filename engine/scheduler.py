@@ -8,7 +8,9 @@ Weight updates (``update_weights``): the new checkpoint is read on another threa
 is one assignment on the event loop, so it always lands between steps. Requests already admitted **finish on the
 weights they started with** (both sets stay in memory until the old one's last request drains); requests admitted
 after the swap use the new set. A response therefore always comes from exactly one weight version, reported in
-``meta_info.weight_version``. No request is paused, retried or failed by an update.
+``meta_info.weight_version`` (and as a single span in ``meta_info.weight_versions``, SGLang's per-token-span field).
+No request is paused, retried or failed by an update, and while the old set drains the decode step is still one
+forward over both (engine/runner.py), so requests overlapping an update are barely slower.
 """
 
 from __future__ import annotations
@@ -101,10 +103,6 @@ class Scheduler:
             if abort_all:
                 self.abort(abort_all=True, message="aborted by weight update")
             old, self.weights = self.weights, new
-            import os
-            if os.environ.get("EXP_SWAP_ALL"):
-                for r in self.running:
-                    r.weights = new
             self.last_swap_s = time.perf_counter() - t0
             draining = sum(1 for r in self.running if r.weights is old)
             log.info("weights swapped", model_path=path, weight_version=version, seconds=round(self.last_swap_s, 4),

@@ -24,6 +24,10 @@ def _register_groups() -> None:
     app.add_typer(engine_app, name="engine", help="The local SGLang-compatible policy engine.")
     app.add_typer(bench_app, name="bench", help="Benchmarks; each prints JSON.")
 
+    from openclaw_rl.train_cli import app as train_app
+
+    app.add_typer(train_app, name="train", help="Training runs: start, status, pause, resume, set, stop.")
+
     from openclaw_rl.analytics import sql_command
 
     app.command("sql")(sql_command)

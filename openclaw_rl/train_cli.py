@@ -22,7 +22,7 @@ app = typer.Typer(help="Training runs: start one, follow it, pause, resume, chan
 
 Run = Annotated[str, typer.Option("--run", help="training run name")]
 CARRIED = {"step", "policy_version", "checkpoint", "checkpoint_version", "checkpoint_path", "samples_trained",
-           "excluded_stale", "sealed_through", "records_sealed_through", "paused", "stop_requested", "last_error",
+           "excluded_stale", "sealed_through", "paused", "stop_requested", "last_error",
            "applied_requests", "recent_steps"}
 
 

@@ -21,14 +21,14 @@ def second_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_random_qwen3(tmp_path_factory.mktemp("random-qwen3-seed1"), seed=1)
 
 
-def _greedy(path: Path, n: int) -> list[int]:
+def _greedy(path: Path, n: int) -> tuple[list[int], list[float]]:
     """Greedy continuation of PROMPT under the checkpoint at ``path``, computed offline with the engine's forward
     (test_engine checks that forward against transformers; transformers' own generate is too slow here)."""
     from engine.model import KVCache, forward, load_weights, logits
 
     w = load_weights(path, "ref")
     cache = KVCache(w.config, slots=1, max_len=len(PROMPT) + n)
-    out, ids, start = [], PROMPT, 0
+    out, lps, ids, start = [], [], PROMPT, 0
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny matmuls: extra threads only add contention on a small shared host
     try:
@@ -36,11 +36,13 @@ def _greedy(path: Path, n: int) -> list[int]:
             for _ in range(n):
                 hidden = forward(w, cache, [0], torch.tensor([ids]), [start])
                 start += len(ids)
-                ids = [int(logits(w, hidden[0, -1]).argmax())]
+                logprobs = torch.log_softmax(logits(w, hidden[0, -1]), dim=-1)
+                ids = [int(logprobs.argmax())]
                 out += ids
+                lps.append(float(logprobs[ids[0]]))
     finally:
         torch.set_num_threads(threads)
-    return out
+    return out, lps
 
 
 def _body(n: int, stream: bool = False) -> dict:
@@ -49,7 +51,7 @@ def _body(n: int, stream: bool = False) -> dict:
 
 
 async def test_in_flight_request_finishes_on_old_weights(random_model_path, second_model):
-    ref_old, ref_new = _greedy(random_model_path, 300), _greedy(second_model, 300)
+    (ref_old, lp_old), (ref_new, lp_new) = _greedy(random_model_path, 300), _greedy(second_model, 300)
     assert ref_old != ref_new
     with running_engine(random_model_path, weight_version="v0") as url:
         async with httpx.AsyncClient(base_url=url, timeout=120) as c:
@@ -78,12 +80,15 @@ async def test_in_flight_request_finishes_on_old_weights(random_model_path, seco
     assert final["output_ids"] == ref_old and final["meta_info"]["weight_version"] == "v0"
     assert final["meta_info"]["weight_versions"] == [{"version": "v0", "start": 0, "end": 300}]
     assert new["output_ids"] == ref_new and new["meta_info"]["weight_version"] == "v1"
+    # both decoded in one mixed forward while v0 drained: log-probs still match each version's own
+    for out, ref in ((final, lp_old), (new, lp_new)):
+        got = [e[0] for e in out["meta_info"]["output_token_logprobs"]]
+        assert max(abs(a - b) for a, b in zip(got, ref)) <= 1e-4
 
 
 async def test_swaps_under_concurrent_load(random_model_path, second_model):
     n_tokens = 40
-    refs = {str(random_model_path): _greedy(random_model_path, n_tokens), str(second_model): _greedy(second_model,
-                                                                                                      n_tokens)}
+    refs = {str(p): _greedy(p, n_tokens)[0] for p in (random_model_path, second_model)}
     path_of = {"v0": str(random_model_path)}
     with running_engine(random_model_path, weight_version="v0", max_batch=8) as url:
         async with httpx.AsyncClient(base_url=url, timeout=120) as c:

@@ -108,8 +108,9 @@ def test_train_step_on_s3_uploads_is_effectively_once_and_resumes(s3_server, ran
     env = ActivityEnvironment()
 
     def step_input(step: int, version: int, resume_from: str = "") -> TrainStepInput:
-        return TrainStepInput(run="r", step=step, policy_version=version, sample_ids=[f"v{version}-s0", f"v{version}-s1"],
-                              versions=[version], model_path=str(random_model_path), resume_from=resume_from,
+        ids = [f"v{version}-s0", f"v{version}-s1"]
+        return TrainStepInput(run="r", step=step, policy_version=version, sample_ids=ids, versions=[version],
+                              model_path=str(random_model_path), resume_from=resume_from,
                               hparams=TrainHparams(lr=1e-3))
 
     first = TrainerActivities(stores, device="cpu")

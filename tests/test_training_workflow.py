@@ -18,12 +18,10 @@ import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AsyncExitStack
 from datetime import timedelta
 from pathlib import Path
 
 import httpx
-import pytest
 import torch
 from temporalio.client import Client, WorkflowHistory
 from temporalio.testing import ActivityEnvironment
@@ -168,7 +166,8 @@ async def test_trainer_killed_mid_step_resumes_from_checkpoint(temporal_env, ran
             proc = start_trainer_process(address, tq, tmp_path / "rt", log)
             result = await handle.result()
             # the run up to continue-as-new, with the killed attempt
-            first_run = await client.get_workflow_handle(handle.id, run_id=handle.first_execution_run_id).fetch_history()
+            first_run = await client.get_workflow_handle(
+                handle.id, run_id=handle.first_execution_run_id).fetch_history()
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)

@@ -88,7 +88,7 @@ def collate(samples: Sequence[Any], pad_id: int = 0) -> Batch:
     for i, s in enumerate(samples):
         P, R = len(s.prompt_ids), len(s.response_ids)
         if P == 0:
-            raise ValueError(f"sample {getattr(s, 'sample_id', i)} has an empty prompt: nothing predicts its first token")
+            raise ValueError(f"sample {getattr(s, 'sample_id', i)}: empty prompt, nothing predicts its first token")
         input_ids[i, : P + R] = torch.tensor(rows[i], dtype=torch.long)
         attention_mask[i, : P + R] = 1
         if R == 0:

@@ -265,7 +265,6 @@ class TrainingInput:
     samples_trained: int = 0
     excluded_stale: int = 0  # samples archived without training because their version fell out of the window
     sealed_through: int = -1  # highest policy version whose samples are sealed
-    records_sealed_through: int = -1
     paused: bool = False
     stop_requested: bool = False
     last_error: str = ""  # why the run paused itself (a step or a push failed after its retries)
