@@ -24,6 +24,7 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from rlcore.judging import decide_emission, majority, select_hint
     from workflows.contracts import (
+        SAMPLES_AVAILABLE_SIGNAL,
         SESSION_TURN_SIGNAL,
         SESSION_WORKFLOW,
         EmitRequest,
@@ -35,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         TeacherResult,
         TurnRef,
         Vote,
+        training_workflow_id,
     )
 
 SA_SESSION = SearchAttributeKey.for_keyword("OpenclawSession")
@@ -161,10 +163,20 @@ class SessionWorkflow:
                 retry_policy=IO_RETRY)
             if result.written:
                 s.samples_emitted += 1
+                await self._notify_trainer(cfg.run)
             s.last_score = float(eval_score)
             workflow.upsert_search_attributes([SA_SCORE.value_set(s.last_score)])
         finally:
             self.judging.discard(index)
+
+    async def _notify_trainer(self, run: str) -> None:
+        """Wake the run's training workflow (it also polls, so a missing or closed run is not an error)."""
+        if not workflow.patched("notify-trainer"):
+            return
+        try:
+            await workflow.get_external_workflow_handle(training_workflow_id(run)).signal(SAMPLES_AVAILABLE_SIGNAL)
+        except Exception as err:  # noqa: BLE001 - the run may not exist yet; its poll will find the sample
+            workflow.logger.debug("training run not signalled", extra={"run": run, "error": str(err)})
 
     async def _vote(self, index: int, turn: TurnRef, next_state: list[dict], i: int, kind: str) -> Vote:
         s = self.state
