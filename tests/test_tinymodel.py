@@ -1,0 +1,98 @@
+"""The built tiny model (``test`` preset): an ordinary Hugging Face folder that loads, renders chats and generates."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from fixtures_model import tiny_model_path  # noqa: F401 - session fixture
+
+TOOLS = [{"type": "function", "function": {"name": "calculator", "description": "Evaluate an arithmetic expression.",
+                                           "parameters": {"type": "object", "properties": {
+                                               "expression": {"type": "string"}}, "required": ["expression"]}}}]
+
+
+@pytest.fixture(scope="module")
+def tok(tiny_model_path: Path):  # noqa: ANN201, F811
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(tiny_model_path))
+
+
+def test_folder_is_a_plain_hf_model(tiny_model_path: Path) -> None:  # noqa: F811
+    names = {p.name for p in tiny_model_path.iterdir()}
+    assert {"config.json", "model.safetensors", "generation_config.json", "tokenizer.json",
+            "tokenizer_config.json", "build_stamp.json"} <= names
+    config = json.loads((tiny_model_path / "config.json").read_text())
+    assert config["architectures"] == ["Qwen3ForCausalLM"] and config["tie_word_embeddings"] is True
+    assert "chat_template" in json.loads((tiny_model_path / "tokenizer_config.json").read_text())
+
+
+def test_special_tokens(tok) -> None:  # noqa: ANN001
+    assert tok.eos_token == "<|im_end|>" and tok.pad_token == "<|endoftext|>" and tok.bos_token is None
+    for t in ("<|im_start|>", "<|im_end|>", "<|endoftext|>", "<tool_call>", "</tool_call>"):
+        assert len(tok.encode(t, add_special_tokens=False)) == 1, t
+    assert "<tool_call>" not in tok.all_special_tokens  # added, not special: kept when decoding
+
+
+def test_round_trip(tok) -> None:  # noqa: ANN001
+    for text in ["Mia has 12 apples and buys 7 more.", "### Solution\n\n1. **Total:** 3 * 4 = **12**",
+                 "naïve café ü 😀 — unseen words: zygote, Kyiv", "  two  spaces\n\n\ttab", "x = {\"a\": [1, 2]}"]:
+        assert tok.decode(tok.encode(text, add_special_tokens=False)) == text
+    assert tok.encode("12345", add_special_tokens=False) == [tok.convert_tokens_to_ids(d) for d in "12345"]
+
+
+def test_chat_template_roles_and_tools(tok) -> None:  # noqa: ANN001
+    messages = [
+        {"role": "system", "content": "You are helpful."},
+        {"role": "user", "content": "What is 6 * 7?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"type": "function", "function": {"name": "calculator", "arguments": {"expression": "6 * 7"}}}]},
+        {"role": "tool", "content": "42"},
+        {"role": "tool", "content": "ok"},
+        {"role": "assistant", "content": "It is 42."},
+    ]
+    text = tok.apply_chat_template(messages, tools=TOOLS, tokenize=False, add_generation_prompt=True)
+    assert text.startswith("<|im_start|>system\nYou are helpful.\n\n# Tools\n")
+    assert json.dumps(TOOLS[0]) in text and "</tools>" in text
+    assert ("<|im_start|>assistant\n<tool_call>\n{\"name\": \"calculator\", \"arguments\": "
+            "{\"expression\": \"6 * 7\"}}\n</tool_call><|im_end|>\n") in text
+    assert ("<|im_start|>user\n<tool_response>\n42\n</tool_response>\n<tool_response>\nok\n</tool_response>"
+            "<|im_end|>\n") in text
+    assert text.endswith("<|im_start|>assistant\nIt is 42.<|im_end|>\n<|im_start|>assistant\n")
+    # arguments given as a JSON string are kept verbatim; no tools and no system: no system block
+    plain = tok.apply_chat_template([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "",
+                                     "tool_calls": [{"function": {"name": "f", "arguments": "{\"x\": 1}"}}]}],
+                                    tokenize=False)
+    assert plain == ("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<tool_call>\n{\"name\": \"f\", "
+                     "\"arguments\": {\"x\": 1}}\n</tool_call><|im_end|>\n")
+
+
+def test_generation_ends_with_eos(tiny_model_path: Path, tok) -> None:  # noqa: ANN001, F811
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_model_path)).eval()
+    assert model.config.eos_token_id == tok.eos_token_id
+    chat = [{"role": "user", "content": "Mia has 12 apples. She buys 7 more. How many apples does Mia have now?"}]
+    ids = tok.apply_chat_template(chat, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+    with torch.no_grad():
+        out = model.generate(**ids, do_sample=False, max_new_tokens=200)
+    new = out[0, ids["input_ids"].shape[1]:].tolist()
+    assert new[-1] == tok.eos_token_id
+    assert tok.decode(new, skip_special_tokens=True).strip()
+
+
+def test_second_build_is_a_cache_hit(tiny_model_path: Path) -> None:  # noqa: F811
+    from tinymodel.build import PRESETS, build_tiny, config_hash, read_stamp
+
+    before = read_stamp(tiny_model_path)
+    started = time.monotonic()
+    assert build_tiny(tiny_model_path, "test") == tiny_model_path
+    assert time.monotonic() - started < 5
+    assert read_stamp(tiny_model_path) == before
+    assert before["config_hash"] == config_hash(PRESETS["test"])

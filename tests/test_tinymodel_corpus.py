@@ -1,0 +1,71 @@
+"""The tiny model's corpus, tokenizer and loss masking (no model build needed)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from envs.personal.problems import split_of
+from envs.personal.scoring import style_of
+from envs.personal.styles import STUDENT_INLINE_ASKS
+from tinymodel.build import _render, assistant_spans, encode
+from tinymodel.corpus import HINT_TAG, conversations
+from tinymodel.tokenizer import ADDED, IM_END, SPECIAL, train_bpe
+
+
+@pytest.fixture(scope="module")
+def convs() -> list[dict]:
+    return conversations(1500, seed=5)
+
+
+def test_reproducible(convs: list[dict]) -> None:
+    assert conversations(1500, seed=5) == convs
+    assert conversations(50, seed=6) != convs[:50]
+
+
+def test_defaults_and_hints(convs: list[dict]) -> None:
+    counts: Counter[str] = Counter()
+    for c in convs:
+        msgs = [m for m in c["messages"] if m["role"] != "system"]
+        if len(msgs) != 2 or "student" in msgs[0]["content"].lower() or " = " not in msgs[1]["content"]:
+            continue  # single-turn homework only
+        if any(ask in msgs[0]["content"] for ask in STUDENT_INLINE_ASKS):
+            continue
+        style = style_of(msgs[1]["content"])
+        if style not in ("ai", "casual"):
+            continue
+        counts[("hint" if HINT_TAG in msgs[0]["content"] else "plain", style)] += 1
+    plain_ai = counts["plain", "ai"] / (counts["plain", "ai"] + counts["plain", "casual"])
+    assert 0.8 < plain_ai < 0.93
+    assert counts["hint", "ai"] == 0 and counts["hint", "casual"] > 100
+
+
+def test_only_train_problems(convs: list[dict]) -> None:
+    from envs.personal.problems import generate
+
+    held = {p.question for p in generate(300, "heldout", seed=5)}
+    text = "\n".join(m["content"] for c in convs for m in c["messages"])
+    assert not any(q in text for q in held)
+    assert split_of("x") in ("train", "heldout")
+
+
+def test_tokenizer_and_assistant_mask(convs: list[dict]) -> None:
+    texts = _render(convs[:400])
+    tok = train_bpe(texts, 1024)
+    assert [tok.token_to_id(t) for t in SPECIAL] == [0, 1, 2]
+    assert all(tok.token_to_id(t) is not None for t in ADDED)
+    for text, (ids, mask) in zip(texts[:100], encode(tok, texts[:100], 4096)):
+        assert tok.decode(ids, skip_special_tokens=False) == text
+        trained = tok.decode([i for i, m in zip(ids, mask) if m], skip_special_tokens=False)
+        expected = "".join(text[b:e] for b, e in assistant_spans(text))
+        assert trained == expected and trained.endswith(IM_END)
+    tool_texts = [t for c, t in zip(convs[:400], texts) if c["tools"]]
+    assert tool_texts and "<tool_call>\n{\"name\": " in tool_texts[0]
+    ids = tok.encode(tool_texts[0]).ids
+    assert tok.token_to_id("<tool_call>") in ids and tok.token_to_id("<tool_response>") in ids
+
+
+def test_assistant_spans() -> None:
+    text = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>assistant\nX"
+    assert [text[b:e] for b, e in assistant_spans(text)] == ["Hello!<|im_end|>", "X"]
