@@ -85,26 +85,6 @@ def s3_server() -> Iterator[dict[str, str]]:
             proc.kill()
 
 
-def start_engine(model_path: Path, port: int, log_path: Path, extra: list[str] | None = None) -> subprocess.Popen:
-    """Start `openclaw-rl engine serve` as its own process and wait for /health."""
-    import httpx
-
-    log = open(log_path, "ab")
-    proc = subprocess.Popen([str(BIN / "openclaw-rl"), "engine", "serve", "--model", str(model_path), "--port",
-                             str(port), *(extra or [])], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1.0).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError(f"engine did not start; see {log_path}")
-        time.sleep(0.3)
-
-
 def stop_process(proc: subprocess.Popen) -> None:
     proc.terminate()
     try:
@@ -117,8 +97,10 @@ def stop_process(proc: subprocess.Popen) -> None:
 @pytest.fixture(scope="session")
 def local_engine(random_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The local engine serving the random tiny model, as a separate process; yields its base URL."""
+    from bench.serving import start_engine
+
     port = _free_port()
-    proc = start_engine(random_model_path, port, tmp_path_factory.mktemp("engine") / "engine.log")
+    proc = start_engine(random_model_path, port, tmp_path_factory.mktemp("engine") / "engine.log", max_batch=8)
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
