@@ -34,3 +34,15 @@ def train(
     from bench.train import run
 
     typer.echo(json.dumps(run(model=model, batch_size=batch_size, steps=steps), indent=2 if not as_json else None))
+
+
+@app.command()
+def gateway(
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object (the only output format)")] = True,
+    model: Annotated[Path | None, typer.Option("--model", help="HF folder; default: the built tiny model")] = None,
+    requests: Annotated[int, typer.Option(help="request pairs (gateway vs engine direct)")] = 40,
+) -> None:
+    """Gateway: added latency over calling the engine directly (non-streamed and time to first token)."""
+    from bench.gateway import run
+
+    run(json_out=True, requests=requests, model_path=model)

@@ -24,7 +24,12 @@ def _register_groups() -> None:
     app.add_typer(engine_app, name="engine", help="The local SGLang-compatible policy engine.")
     app.add_typer(bench_app, name="bench", help="Benchmarks; each prints JSON.")
 
+    from api.cli import app as gateway_app
+    from openclaw_rl.keys import app as keys_app
     from openclaw_rl.train_cli import app as train_app
+
+    app.add_typer(gateway_app, name="gateway", help="The OpenAI-compatible gateway agents talk to.")
+    app.add_typer(keys_app, name="keys", help="Per-user API keys for the gateway: add, list, revoke.")
 
     app.add_typer(train_app, name="train", help="Training runs: start, status, pause, resume, set, stop.")
 

@@ -145,18 +145,19 @@ class PolicyClient:
         """Chunks with only what is new. Works with SGLang's default cumulative stream and with
         ``--incremental-streaming-output`` (a chunk is cumulative when it carries as many ids as completion_tokens)."""
         body = self._generate_body(input_ids, sampling, rid, True)
-        seen_ids, seen_text = 0, ""
+        seen_ids, seen_text, done = 0, "", False
         try:
             async with self._http.stream("POST", "/generate", json=body) as resp:
                 if resp.status_code >= 400:
                     await resp.aread()
                     raise PolicyEngineError(resp.status_code, _error_message(resp))
                 async for line in resp.aiter_lines():
-                    if not line.startswith("data:"):
-                        continue
+                    if done or not line.startswith("data:"):
+                        continue  # read to the end of the body so the connection goes back to the pool
                     data = line[5:].strip()
                     if data == "[DONE]":
-                        return
+                        done = True
+                        continue
                     out = json.loads(data)
                     if "error" in out:  # SGLang reports request errors found after the 200 inside the stream
                         err = out["error"]

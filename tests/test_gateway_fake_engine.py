@@ -304,7 +304,9 @@ def test_missing_wrong_and_revoked_keys_are_401(fx: Fx) -> None:
     r = fx.post({"messages": user()}, key=None)
     assert r.status_code == 401 and r.json()["error"]["type"] == "invalid_request_error"
     assert r.json()["error"]["code"] == "missing_api_key"
-    for bad in ("nope", "ocl-000000000000-" + "x" * 43, fx.keys["alice"][:-1] + "A"):
+    alice = fx.keys["alice"]
+    tampered = alice[:-1] + ("B" if alice[-1] == "A" else "A")
+    for bad in ("nope", "ocl-000000000000-" + "x" * 43, tampered):
         r = fx.post({"messages": user()}, key=bad)
         assert r.status_code == 401 and r.json()["error"]["type"] == "authentication_error", bad
     with pytest.raises(openai.AuthenticationError):
