@@ -81,7 +81,7 @@ def demo_command(
     method: Annotated[str, typer.Option(help="binary, opd or combined")] = "combined",
     setting: Annotated[str, typer.Option(help="student or teacher")] = "student",
     eval_every: Annotated[int, typer.Option(help="evaluate every K interactions (the curve)")] = 12,
-    eval_problems: Annotated[int, typer.Option(help="held-out problems per evaluation")] = 24,
+    eval_problems: Annotated[int, typer.Option(help="held-out problems per evaluation")] = 36,
     lr: Annotated[float, typer.Option(help="learning rate")] = DEFAULT_LR,
     batch_size: Annotated[int, typer.Option(help="samples per train step")] = 16,
     preset: Annotated[str, typer.Option(help="tiny model preset")] = "default",
