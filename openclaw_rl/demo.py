@@ -21,13 +21,15 @@ from openclaw_rl.experiment import DEFAULT_LR, Experiment, ExperimentConfig
 
 
 def pick_example(answers: list[dict[str, Any]], run: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """The held-out problem whose first response improved most between the before and after evaluations."""
+    """The held-out problem whose first response improved most between the before and after evaluations (ties: a
+    correct answer, then the fuller one)."""
     before = {a["problem_id"]: a for a in answers if a["run"] == run and a["phase"] == "before"}
     after = {a["problem_id"]: a for a in answers if a["run"] == run and a["phase"] == "after"}
     pairs = [(before[p], after[p]) for p in before if p in after]
     if not pairs:
         return None
-    return max(pairs, key=lambda ba: (ba[1]["score"] - ba[0]["score"], ba[1]["correct"]))
+    return max(pairs, key=lambda ba: (round(ba[1]["score"] - ba[0]["score"], 4), ba[1]["correct"],
+                                      min(len(ba[1]["answer"]), 400)))
 
 
 def report(summary: dict[str, Any], answers: list[dict[str, Any]], keep_up: bool) -> None:
@@ -89,7 +91,7 @@ def demo_command(
                                                             "trained model) until Ctrl-C")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the experiment summary as JSON instead")] = False,
 ) -> None:
-    """Build the tiny model, start the stack, let the agent learn a simulated student's preference, show before/after."""
+    """Build the tiny model, start the stack, let the agent learn a simulated student's preference; before/after."""
     cfg = ExperimentConfig(setting=setting, methods=[method], interactions=interactions, seeds=seeds,
                            eval_every=eval_every, eval_problems=eval_problems, lr=lr, batch_size=batch_size,
                            preset=preset)

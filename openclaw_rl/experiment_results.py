@@ -92,7 +92,7 @@ def plot_curve(rows: list[dict[str, Any]], path: Path, title: str = "") -> Path:
         ax.set_ylabel(label)
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
-        ax.legend(loc="lower right")
+        ax.legend(loc="best")
     if title:
         fig.suptitle(title)
     fig.tight_layout()

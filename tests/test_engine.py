@@ -186,6 +186,6 @@ def test_tokenize_detokenize_and_info(engine_url, hf_model):
 def test_cli_serve_process(local_engine):
     """`openclaw-rl engine serve` as its own process (the conftest fixture starts it through the CLI)."""
     info = httpx.get(f"{local_engine}/get_model_info", timeout=10).json()
-    assert info["is_generation"] and info["weight_version"] == "default"
+    assert info["is_generation"] and info["weight_version"] == "0"  # started with --weight-version 0
     out = _gen(local_engine, text=PROMPT, sampling_params={"max_new_tokens": 4, "temperature": 0})
     assert out["meta_info"]["completion_tokens"] <= 4

@@ -1,5 +1,5 @@
-"""The personal-agent experiment, shortened, through the real stack: Temporal dev server, local engine on the test-preset
-tiny model, workers, gateway, simulated student, training workflow; then its results through DuckDB."""
+"""The personal-agent experiment, shortened, through the real stack: Temporal dev server, local engine on the
+test-preset tiny model, workers, gateway, simulated student, training workflow; then its results through DuckDB."""
 
 from __future__ import annotations
 

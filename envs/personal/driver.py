@@ -39,7 +39,7 @@ class SimulatedUser(Protocol):
 @dataclass
 class Reply:
     text: str
-    policy_version: int | None  # from the stream's ``system_fingerprint`` ("policy-<version>"), when the server sent one
+    policy_version: int | None  # from the stream's ``system_fingerprint`` ("policy-<version>"), if sent
     finish_reason: str = ""
 
 
@@ -63,7 +63,7 @@ class ConversationLog:
 
 
 def policy_version_of(fingerprint: str | None) -> int | None:
-    """``"policy-3"`` -> 3; a version without digits (the engine's initial ``"default"``) is 0, as the gateway reads it."""
+    """``"policy-3"`` -> 3; a version without digits (the engine's initial ``"default"``) is 0, as in the gateway."""
     if not fingerprint:
         return None
     match = _VERSION.search(fingerprint)
