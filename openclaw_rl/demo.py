@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
-from openclaw_rl.experiment import DEFAULT_LR, Experiment, ExperimentConfig
+from openclaw_rl.experiment import DEFAULT_LR, Experiment, ExperimentConfig, interrupt_on_sigterm
 
 
 def pick_example(answers: list[dict[str, Any]], run: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
@@ -95,6 +95,7 @@ def demo_command(
     cfg = ExperimentConfig(setting=setting, methods=[method], interactions=interactions, seeds=seeds,
                            eval_every=eval_every, eval_problems=eval_problems, lr=lr, batch_size=batch_size,
                            preset=preset)
+    interrupt_on_sigterm()
     try:
         with Experiment(cfg) as exp:
             summary = exp.run()

@@ -298,6 +298,16 @@ class Experiment:
         return summary
 
 
+def interrupt_on_sigterm() -> None:
+    """SIGTERM (``kill``, a CI timeout) unwinds like Ctrl-C, so whatever was started gets stopped."""
+    import signal
+
+    def _raise(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _raise)
+
+
 def _checkpoints(total: int, every: int) -> list[int]:
     """Interaction counts after which to stop and evaluate: every ``every``, and the end."""
     points = list(range(every, total, every)) if every > 0 else []
@@ -467,6 +477,7 @@ def personal_command(
                            rounds=rounds, lr=lr, batch_size=batch_size, max_staleness=max_staleness, kl_beta=kl_beta,
                            temperature=temperature, concurrency=concurrency, pace=pace, preset=preset, model_path=model,
                            out=out, keep_models=keep_models, progress=progress)
+    interrupt_on_sigterm()
     try:
         with Experiment(cfg) as exp:
             summary = exp.run()

@@ -25,8 +25,8 @@ from envs.personal.problems import Problem, iter_problems
 HINT_TAG = "[user's hint / instruction]"
 Conversation = dict[str, Any]  # {"messages": [...], "tools": [...] | None}
 
-MIX = {"student": 0.44, "student_hint": 0.18, "student_multi": 0.08, "teacher": 0.12, "teacher_hint": 0.08,
-       "teacher_multi": 0.03, "tool": 0.04, "chat": 0.03}
+MIX = {"student": 0.38, "student_hint": 0.17, "student_multi": 0.07, "teacher": 0.13, "teacher_hint": 0.13,
+       "teacher_multi": 0.04, "tool": 0.04, "chat": 0.04}
 SYSTEM_PROMPTS = ["You are a helpful assistant.", "You are OpenClaw, a personal assistant.",
                   "You are a helpful assistant. Answer the user's questions.", "You help with homework and grading."]
 
@@ -145,7 +145,7 @@ def _tool_use(rng: random.Random) -> Conversation:
     if kind == "calculator":
         ask = ask.format(e=expr)
     calls, result, final = turn
-    tools = rng.sample(list(TOOLS.values()), k=rng.randint(1, len(TOOLS)))
+    tools = rng.sample(list(TOOLS.values()), k=rng.randint(1, 2))
     if TOOLS[kind] not in tools:
         tools.append(TOOLS[kind])
     msgs = [*_system(rng), {"role": "user", "content": ask}, {"role": "assistant", "content": "", "tool_calls": calls},
