@@ -46,3 +46,15 @@ def gateway(
     from bench.gateway import run
 
     run(json_out=True, requests=requests, model_path=model)
+
+
+@app.command("turn-to-sample")
+def turn_to_sample(
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object (the only output format)")] = True,
+    model: Annotated[Path | None, typer.Option("--model", help="HF folder; default: the built tiny model")] = None,
+    sessions: Annotated[int, typer.Option(help="sessions measured (one judged turn each)")] = 12,
+) -> None:
+    """Whole stack: next state arrives at the gateway -> the previous turn's sample is durable (heuristic judge)."""
+    from bench.turn_to_sample import run
+
+    typer.echo(json.dumps(run(n=sessions, model_path=model)))

@@ -5,6 +5,7 @@ Judging uses the heuristic judge (a rule-based stand-in for the LLM judge) throu
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -113,6 +114,16 @@ async def test_session_pairs_turns_judges_and_emits(temporal_env, local_engine, 
     assert by_turn[2]["emitted"] is False and "no next state" in by_turn[2]["reason"]
     assert by_turn[0]["hint_accepted"] and "normal person" in by_turn[0]["hint"]
     assert len(by_turn[0]["prm_votes"]) == 3 and all(v["score"] == -1 for v in by_turn[0]["prm_votes"])
+
+    # the Temporal UI can list and filter sessions by the search attributes the workflow sets
+    found = []
+    for _ in range(50):
+        found = [w async for w in client.list_workflows(
+            f"OpenclawSession = '{session}' AND OpenclawUser = 'alice' AND OpenclawLastScore > 0")]
+        if found:
+            break
+        await asyncio.sleep(0.2)
+    assert [w.id for w in found] == [wid]
 
     # the recorded history replays against the current workflow code
     history = await handle.fetch_history()
