@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/openclaw-rl up --check
+	$(BIN)/openclaw-rl demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -rs

@@ -128,6 +128,7 @@ def _sampling(gw: Gateway, body: ChatCompletionRequest, prompt_len: int) -> Samp
         top_p=1.0 if body.top_p is None else body.top_p,
         top_k=-1 if body.top_k in (None, 0) else body.top_k,
         stop=[body.stop] if isinstance(body.stop, str) else (list(body.stop) if body.stop else None),
+        sampling_seed=body.seed,
     )
 
 

@@ -22,6 +22,8 @@ from openclaw_rl.logging import get_logger
 from openclaw_rl.settings import Settings
 from openclaw_rl.spool import Spool
 from workflows.contracts import (
+    SessionConfig,
+    SessionInput,
     SESSION_TURN_SIGNAL,
     SESSION_WORKFLOW,
     TurnPayload,
@@ -90,18 +92,11 @@ class TemporalSubmitter:
                 ), timeout=s.http_connect_timeout_s + 1.0)
         return self._client
 
-    def start_arg(self, ref: TurnRef) -> Any:
-        from workflows import contracts
-
-        session_input = getattr(contracts, "SessionInput", None)
-        if session_input is None:
-            return {"session_id": ref.session_id, "user": ref.user}
-        kwargs: dict[str, Any] = {"session_id": ref.session_id, "user": ref.user}
-        config_cls = getattr(contracts, "SessionConfig", None)
-        if config_cls is not None:
-            s = self.settings
-            kwargs["config"] = config_cls(method=s.method, votes=s.judge_votes, judge_queue=s.task_queue_judge)
-        return session_input(**kwargs)
+    def start_arg(self, ref: TurnRef) -> SessionInput:
+        s = self.settings
+        return SessionInput(session_id=ref.session_id, user=ref.user, config=SessionConfig(
+            run=s.run, method=s.method, votes=s.judge_votes, judge_queue=s.task_queue_judge,
+            idle_timeout_s=s.session_idle_timeout_s))
 
     async def submit(self, ref: TurnRef) -> None:
         from temporalio.service import RPCError, RPCStatusCode

@@ -33,6 +33,12 @@ def _register_groups() -> None:
 
     app.add_typer(train_app, name="train", help="Training runs: start, status, pause, resume, set, stop.")
 
+    from openclaw_rl.demo import demo_command
+    from openclaw_rl.experiment import app as experiment_app
+
+    app.add_typer(experiment_app, name="experiment", help="Experiments on the real stack (JSON with --json).")
+    app.command("demo")(demo_command)
+
     from openclaw_rl.analytics import sql_command
 
     app.command("sql")(sql_command)

@@ -43,6 +43,7 @@ class SamplingParams:
     stop_token_ids: list[int] | None = None
     ignore_eos: bool = False
     skip_special_tokens: bool = True
+    sampling_seed: int | None = None  # per-request seed (SGLang's `sampling_seed`)
 
     def to_sglang(self) -> dict[str, Any]:
         """SGLang ``sampling_params``; unset optional lists are left out."""

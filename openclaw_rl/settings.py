@@ -65,6 +65,9 @@ class Settings(BaseSettings):
     # Auth
     admin_key: SecretStr = SecretStr(DEV_SECRET)
 
+    # Training run that the gateway's sessions feed
+    run: str = "default"
+
     # Method constants (paper defaults)
     method: Literal["binary", "opd", "combined"] = "combined"
     clip_eps: float = 0.2

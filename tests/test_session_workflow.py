@@ -119,11 +119,13 @@ async def test_session_pairs_turns_judges_and_emits(temporal_env, local_engine, 
     found = []
     for _ in range(50):
         found = [w async for w in client.list_workflows(
-            f"OpenclawSession = '{session}' AND OpenclawUser = 'alice' AND OpenclawLastScore > 0")]
+            f"OpenclawSession = '{session}' AND OpenclawUser = 'alice'")]
         if found:
             break
         await asyncio.sleep(0.2)
     assert [w.id for w in found] == [wid]
+    attrs = {k.name: v for k, v in ((p.key, p.value) for p in found[0].typed_search_attributes)}
+    assert attrs["OpenclawLastScore"] in (-1.0, 1.0) and attrs["OpenclawPolicyVersion"] == 0
 
     # the recorded history replays against the current workflow code
     history = await handle.fetch_history()
