@@ -211,31 +211,26 @@ def model_config(cfg: BuildConfig, vocab_size: int, eos_id: int, pad_id: int) ->
         pad_token_id=pad_id, dtype="float32", architectures=["Qwen3ForCausalLM"])
 
 
-def _build(cfg: BuildConfig, out: Path, progress: bool) -> dict[str, Any]:
+def _data(cfg: BuildConfig) -> tuple[Any, list[tuple[list[int], list[bool]]], list[list[int]]]:
+    """The trained tokenizer, the encoded conversations and the index batches, all from ``cfg.seed``."""
+    from tinymodel.corpus import conversations
+    from tinymodel.tokenizer import train_bpe
+
+    # Enough conversations for every step, plus slack for the ones dropped as too long.
+    n = int(cfg.steps * cfg.batch_size * 1.05) + cfg.batch_size
+    texts = _render(conversations(n, cfg.seed, cfg.default_ai, cfg.default_terse))
+    tok = train_bpe(texts[:cfg.tokenizer_texts], cfg.vocab_size)
+    rows = encode(tok, texts, cfg.max_len)
+    return tok, rows, _batches(rows, cfg, random.Random(cfg.seed))
+
+
+def _train(cfg: BuildConfig, model: Any, rows: list, batches: list[list[int]], pad_id: int,
+           progress: bool) -> list[float]:
     import torch
     from tqdm import tqdm
-    from transformers import GenerationConfig, Qwen3ForCausalLM
 
-    from tinymodel.corpus import conversations
-    from tinymodel.tokenizer import IM_END, PAD, save_hf_tokenizer, train_bpe
-
-    started = time.monotonic()
-    threads = 1  # one thread: bit-reproducible, and faster than two on a busy machine (no OpenMP spin-waits)
-    torch.set_num_threads(threads)
-    rng = random.Random(cfg.seed)
-    # Enough conversations for every step, plus slack for the ones dropped as too long.
-    texts = _render(conversations(int(cfg.steps * cfg.batch_size * 1.05) + cfg.batch_size, cfg.seed,
-                                  cfg.default_ai, cfg.default_terse))
-    tok = train_bpe(texts[:cfg.tokenizer_texts], cfg.vocab_size)
-    eos_id, pad_id = tok.token_to_id(IM_END), tok.token_to_id(PAD)
-    rows = encode(tok, texts, cfg.max_len)
-    batches = _batches(rows, cfg, rng)
-
-    torch.manual_seed(cfg.seed)
-    model = Qwen3ForCausalLM(model_config(cfg, tok.get_vocab_size(), eos_id, pad_id)).float()
-    model.train()
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
-    rest = [p for n, p in model.named_parameters() if p.ndim < 2]
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    rest = [p for p in model.parameters() if p.ndim < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay}, {"params": rest, "weight_decay": 0.0}],
                             lr=cfg.lr, betas=(0.9, 0.95))
 
@@ -245,6 +240,7 @@ def _build(cfg: BuildConfig, out: Path, progress: bool) -> dict[str, Any]:
         t = (step - cfg.warmup) / max(1, len(batches) - cfg.warmup)
         return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * t)))
 
+    model.train()
     losses: list[float] = []
     bar = tqdm(batches, desc="training tiny model", unit="step", disable=not progress, dynamic_ncols=True)
     for step, batch in enumerate(bar):
@@ -256,15 +252,36 @@ def _build(cfg: BuildConfig, out: Path, progress: bool) -> dict[str, Any]:
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         opt.step()
         losses.append(loss.item())
-        bar.set_postfix(loss=f"{sum(losses[-10:]) / len(losses[-10:]):.3f}")
-
-    out.mkdir(parents=True)
+        if step % 10 == 0:
+            bar.set_postfix(loss=f"{sum(losses[-50:]) / len(losses[-50:]):.3f}")
     model.eval()
+    return losses
+
+
+def _build(cfg: BuildConfig, out: Path, progress: bool) -> dict[str, Any]:
+    import torch
+    from transformers import GenerationConfig, Qwen3ForCausalLM
+
+    from tinymodel.tokenizer import IM_END, PAD, save_hf_tokenizer
+
+    started, threads = time.monotonic(), torch.get_num_threads()
+    # One thread: bit-reproducible, and on a busy machine faster than two (no OpenMP spin-waits between tiny matmuls).
+    torch.set_num_threads(1)
+    try:
+        tok, rows, batches = _data(cfg)
+        eos_id, pad_id = tok.token_to_id(IM_END), tok.token_to_id(PAD)
+        torch.manual_seed(cfg.seed)
+        model = Qwen3ForCausalLM(model_config(cfg, tok.get_vocab_size(), eos_id, pad_id)).float()
+        losses = _train(cfg, model, rows, batches, pad_id, progress)
+    finally:
+        torch.set_num_threads(threads)
+    out.mkdir(parents=True)
     model.save_pretrained(str(out), safe_serialization=True)
     GenerationConfig(bos_token_id=None, eos_token_id=[eos_id, pad_id], pad_token_id=pad_id, do_sample=True,
                      temperature=0.8, top_p=0.95, max_new_tokens=256).save_pretrained(str(out))
     save_hf_tokenizer(tok, out, cfg.max_positions)
+    tail = losses[-100:]
     return {"config": asdict(cfg), "params": sum(p.numel() for p in model.parameters()),
             "vocab_size": tok.get_vocab_size(), "train_conversations": len(batches) * cfg.batch_size,
-            "final_loss": round(sum(losses[-20:]) / max(1, len(losses[-20:])), 4),
-            "build_seconds": round(time.monotonic() - started, 1), "torch_threads": threads}
+            "final_loss": round(sum(tail) / max(1, len(tail)), 4),
+            "build_seconds": round(time.monotonic() - started, 1), "torch_threads": 1}

@@ -80,7 +80,7 @@ def eval_command(
 
     from tinymodel.evaluate import evaluate
 
-    torch.set_num_threads(min(2, torch.get_num_threads()))
+    torch.set_num_threads(1)  # small matmuls: one thread is as fast and does not fight other processes
     result = evaluate(_resolve(path), n=n, seed=seed, temperature=temperature)
     if not examples:
         result.pop("examples", None)

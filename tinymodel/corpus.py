@@ -7,7 +7,8 @@ Mixture (fractions of conversations, see ``MIX``):
   complains and the next answer follows, or just asks the next problem and gets the default again;
 - teacher grading: a problem and a student's worked answer; a terse comment by default, a specific friendly one under a
   hint or after a complaint;
-- tool calls in the ``<tool_call>`` form with tool results, and short chit-chat, so the model is not degenerate.
+- tool calls in the ``<tool_call>`` form with tool results, short chit-chat and bare calculations, so the model is not
+  degenerate.
 
 Only the train split of the problems is used. Loss is taken on assistant turns only (see ``tinymodel.build``).
 """
@@ -25,8 +26,8 @@ from envs.personal.problems import Problem, iter_problems
 HINT_TAG = "[user's hint / instruction]"
 Conversation = dict[str, Any]  # {"messages": [...], "tools": [...] | None}
 
-MIX = {"student": 0.38, "student_hint": 0.17, "student_multi": 0.07, "teacher": 0.13, "teacher_hint": 0.13,
-       "teacher_multi": 0.04, "tool": 0.04, "chat": 0.04}
+MIX = {"student": 0.36, "student_hint": 0.16, "student_multi": 0.07, "teacher": 0.12, "teacher_hint": 0.12,
+       "teacher_multi": 0.04, "tool": 0.04, "chat": 0.03, "math": 0.06}
 SYSTEM_PROMPTS = ["You are a helpful assistant.", "You are OpenClaw, a personal assistant.",
                   "You are a helpful assistant. Answer the user's questions.", "You help with homework and grading."]
 
@@ -171,6 +172,23 @@ def _chat(rng: random.Random) -> Conversation:
                          {"role": "assistant", "content": rng.choice(replies)}], "tools": None}
 
 
+MATH_ASKS = ["What is {e}?", "{e} = ?", "quick question: what's {e}?", "Can you work out {e}?"]
+
+
+def _math(rng: random.Random) -> Conversation:
+    """A bare calculation of the kind the word problems need (cheap extra arithmetic practice)."""
+    op = rng.choice(["+", "-", "*", "/"])
+    a, b = (rng.randint(2, 99), rng.randint(2, 99)) if op in "+-" else (rng.randint(2, 12), rng.randint(2, 20))
+    if op == "-":
+        a, b = max(a, b), min(a, b)
+    elif op == "/":
+        a = a * b
+    expr = f"{a} {op} {b}"
+    value = {"+": a + b, "-": a - b, "*": a * b, "/": a // max(1, b)}[op]
+    return {"messages": [{"role": "user", "content": rng.choice(MATH_ASKS).format(e=expr)},
+                         {"role": "assistant", "content": f"{expr} = {value}."}], "tools": None}
+
+
 def conversations(n: int, seed: int, default_ai: float = 0.87, default_terse: float = 0.85) -> list[Conversation]:
     """``n`` conversations drawn from ``MIX``, reproducible from ``seed``, on train-split problems only."""
     rng, problems = random.Random(seed), iter_problems("train", seed)
@@ -180,8 +198,8 @@ def conversations(n: int, seed: int, default_ai: float = 0.87, default_terse: fl
         if kind == "tool":
             out.append(_tool_use(rng))
             continue
-        if kind == "chat":
-            out.append(_chat(rng))
+        if kind in ("chat", "math"):
+            out.append(_chat(rng) if kind == "chat" else _math(rng))
             continue
         p = next(problems)
         if kind in ("student", "student_hint"):
