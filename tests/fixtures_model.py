@@ -1,4 +1,4 @@
-"""``tiny_model_path``: the ``test`` preset of the tiny model, built once (then cached on disk) for the whole session."""
+"""``tiny_model_path``: the ``test`` preset of the tiny model, built once (then cached on disk) per session."""
 
 from __future__ import annotations
 

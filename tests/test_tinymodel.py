@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from fixtures_model import tiny_model_path  # noqa: F401 - session fixture
+from tests.fixtures_model import tiny_model_path  # noqa: F401 - session fixture
 
 TOOLS = [{"type": "function", "function": {"name": "calculator", "description": "Evaluate an arithmetic expression.",
                                            "parameters": {"type": "object", "properties": {
@@ -41,7 +41,8 @@ def test_special_tokens(tok) -> None:  # noqa: ANN001
 
 def test_round_trip(tok) -> None:  # noqa: ANN001
     for text in ["Mia has 12 apples and buys 7 more.", "### Solution\n\n1. **Total:** 3 * 4 = **12**",
-                 "naïve café ü 😀 — unseen words: zygote, Kyiv", "  two  spaces\n\n\ttab", "x = {\"a\": [1, 2]}"]:
+                 "naïve café ü 😀 — unseen words: zygote, Kyiv", "  two  spaces\n\n\ttab",
+                 "x = {\"a\": [1, 2]}"]:
         assert tok.decode(tok.encode(text, add_special_tokens=False)) == text
     assert tok.encode("12345", add_special_tokens=False) == [tok.convert_tokens_to_ids(d) for d in "12345"]
 
@@ -96,3 +97,33 @@ def test_second_build_is_a_cache_hit(tiny_model_path: Path) -> None:  # noqa: F8
     assert time.monotonic() - started < 5
     assert read_stamp(tiny_model_path) == before
     assert before["config_hash"] == config_hash(PRESETS["test"])
+
+
+def test_build_refuses_foreign_folders_and_unknown_presets(tmp_path: Path) -> None:
+    from tinymodel.build import build_tiny
+
+    (tmp_path / "notes.txt").write_text("not a model")
+    with pytest.raises(FileExistsError):
+        build_tiny(tmp_path, "test")
+    with pytest.raises(ValueError):
+        build_tiny(tmp_path / "m", "huge")
+
+
+def test_cli_info_build_and_eval(tiny_model_path: Path) -> None:  # noqa: F811
+    from typer.testing import CliRunner
+
+    from tinymodel.cli import app
+
+    runner = CliRunner()
+    info = runner.invoke(app, ["info", str(tiny_model_path)])
+    assert info.exit_code == 0, info.output
+    data = json.loads(info.stdout)
+    assert data["params"] == data["stamp"]["params"] > 0 and data["has_chat_template"]
+    built = runner.invoke(app, ["build-tiny", "--preset", "test", "--out", str(tiny_model_path)])
+    assert built.exit_code == 0 and json.loads(built.stdout)["seconds"] < 5
+    rates = runner.invoke(app, ["eval", str(tiny_model_path), "--n", "2"])
+    assert rates.exit_code == 0, rates.output
+    result = json.loads(rates.stdout)
+    for key in ("default_ai_style_rate", "hint_follow_rate", "teacher_default_terse_rate",
+                "teacher_hint_follow_rate", "answer_accuracy"):
+        assert 0.0 <= result[key] <= 1.0

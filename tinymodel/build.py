@@ -33,21 +33,22 @@ _ROOT = Path(__file__).resolve().parent.parent
 
 @dataclass(frozen=True)
 class BuildConfig:
-    hidden_size: int = 256
-    intermediate_size: int = 768
+    # Sized for the budget (a few CPU minutes): a wider model learns less in the same time; small batches, many steps.
+    hidden_size: int = 128
+    intermediate_size: int = 384
     num_layers: int = 4
     num_heads: int = 4
     num_kv_heads: int = 2
-    head_dim: int = 64
+    head_dim: int = 32
     max_positions: int = 2048
     vocab_size: int = 2048
     tokenizer_texts: int = 6000  # conversations the BPE merges are learnt from
-    steps: int = 260
-    batch_size: int = 32
+    steps: int = 1600
+    batch_size: int = 8
     max_len: int = 512  # longer conversations are dropped
     lr: float = 2e-3
     min_lr_ratio: float = 0.1
-    warmup: int = 20
+    warmup: int = 60
     weight_decay: float = 0.05
     grad_clip: float = 1.0
     seed: int = 0
@@ -57,8 +58,7 @@ class BuildConfig:
 
 PRESETS = {
     "default": BuildConfig(),
-    "test": BuildConfig(hidden_size=128, intermediate_size=384, num_layers=2, head_dim=32, tokenizer_texts=3000,
-                        steps=120, batch_size=16, lr=3e-3, warmup=10),
+    "test": BuildConfig(num_layers=2, tokenizer_texts=3000, steps=500, lr=3e-3, warmup=30),
 }
 
 
@@ -109,8 +109,8 @@ def build_tiny(out_dir: Path | None = None, preset: str = "default", force: bool
     with _locked(out):
         if not force and is_built(out, preset):
             return out
-        if out.exists() and any(out.iterdir()) and read_stamp(out) is None and not (out / "config.json").exists():
-            raise FileExistsError(f"{out} exists and does not hold a built model; refusing to overwrite it")
+        if out.exists() and any(out.iterdir()) and read_stamp(out) is None:
+            raise FileExistsError(f"{out} exists and holds no tiny-model build; refusing to overwrite it")
         tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         try:
@@ -231,8 +231,8 @@ def _train(cfg: BuildConfig, model: Any, rows: list, batches: list[list[int]], p
 
     decay = [p for p in model.parameters() if p.ndim >= 2]
     rest = [p for p in model.parameters() if p.ndim < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay}, {"params": rest, "weight_decay": 0.0}],
-                            lr=cfg.lr, betas=(0.9, 0.95))
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": rest, "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95), fused=True)
 
     def lr_at(step: int) -> float:
         if step < cfg.warmup:

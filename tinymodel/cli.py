@@ -22,7 +22,7 @@ def _resolve(path: Path | None) -> Path:
 
 @app.command("build-tiny")
 def build_tiny_command(
-    out: Annotated[Optional[Path], typer.Option(help="output folder (default: model_path; the test preset beside it)")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="output folder (default: model_path)")] = None,
     preset: Annotated[str, typer.Option(help="default | test")] = "default",
     force: Annotated[bool, typer.Option("--force", help="rebuild even if a matching build exists")] = False,
 ) -> None:
@@ -49,7 +49,7 @@ def info(path: PathArg = None) -> None:
 
     path = _resolve(path)
     if not (path / "config.json").exists():
-        raise typer.BadParameter(f"{path} holds no model (no config.json); build one with `openclaw-rl model build-tiny`")
+        raise typer.BadParameter(f"{path} holds no model (no config.json); try `openclaw-rl model build-tiny`")
     config = json.loads((path / "config.json").read_text())
     params = 0
     with safe_open(str(path / "model.safetensors"), framework="pt") as f:

@@ -7,8 +7,7 @@ Mixture (fractions of conversations, see ``MIX``):
   complains and the next answer follows, or just asks the next problem and gets the default again;
 - teacher grading: a problem and a student's worked answer; a terse comment by default, a specific friendly one under a
   hint or after a complaint;
-- tool calls in the ``<tool_call>`` form with tool results, short chit-chat and bare calculations, so the model is not
-  degenerate.
+- tool calls in the ``<tool_call>`` form with tool results, and short chit-chat, so the model is not degenerate.
 
 Only the train split of the problems is used. Loss is taken on assistant turns only (see ``tinymodel.build``).
 """
@@ -22,19 +21,21 @@ from typing import Any
 
 from envs.personal import styles as st
 from envs.personal.problems import Problem, iter_problems
+from rlcore.judging import HINT_MARKER, HINT_SEPARATOR
 
-HINT_TAG = "[user's hint / instruction]"
+HINT_TAG = HINT_MARKER
 Conversation = dict[str, Any]  # {"messages": [...], "tools": [...] | None}
 
-MIX = {"student": 0.36, "student_hint": 0.16, "student_multi": 0.07, "teacher": 0.12, "teacher_hint": 0.12,
-       "teacher_multi": 0.04, "tool": 0.04, "chat": 0.03, "math": 0.06}
+MIX = {"student": 0.38, "student_hint": 0.17, "student_multi": 0.07, "teacher": 0.13, "teacher_hint": 0.13,
+       "teacher_multi": 0.04, "tool": 0.04, "chat": 0.04}
 SYSTEM_PROMPTS = ["You are a helpful assistant.", "You are OpenClaw, a personal assistant.",
                   "You are a helpful assistant. Answer the user's questions.", "You help with homework and grading."]
 
 
 def with_hint(content: str, hint: str, rng: random.Random) -> str:
-    """``content`` with the hint appended the way the OPD teacher prompt does it (separator varied a little)."""
-    sep = rng.choice(["\n\n", "\n\n", "\n"])
+    """``content`` with the hint appended the way the OPD teacher prompt does it (``rlcore.judging.inject_hint``),
+    the separator varied a little so that the model does not hinge on it."""
+    sep = rng.choice([HINT_SEPARATOR, HINT_SEPARATOR, "\n"])
     return f"{content}{sep}{HINT_TAG}\n{hint}"
 
 
@@ -59,7 +60,8 @@ def _default_solution(p: Problem, rng: random.Random, default_ai: float) -> str:
 def _student(p: Problem, rng: random.Random, hint: bool, default_ai: float) -> list[dict]:
     ask = student_prompt(p, rng)
     if not hint:
-        return [{"role": "user", "content": ask}, {"role": "assistant", "content": _default_solution(p, rng, default_ai)}]
+        answer = _default_solution(p, rng, default_ai)
+        return [{"role": "user", "content": ask}, {"role": "assistant", "content": answer}]
     if rng.random() < 0.15:
         ask = f"{ask}\n{rng.choice(st.STUDENT_INLINE_ASKS)}"
     else:
@@ -91,7 +93,8 @@ def _teacher(p: Problem, rng: random.Random, hint: bool, default_terse: float) -
     if hint:
         ask = with_hint(ask, rng.choice(st.TEACHER_HINTS), rng)
     style = "friendly_specific" if hint or rng.random() >= default_terse else "terse"
-    return [{"role": "user", "content": ask}, {"role": "assistant", "content": st.render_grading(p, style, rng, claimed)}]
+    comment = st.render_grading(p, style, rng, claimed)
+    return [{"role": "user", "content": ask}, {"role": "assistant", "content": comment}]
 
 
 def _teacher_multi(p: Problem, rng: random.Random) -> list[dict]:
@@ -103,10 +106,10 @@ def _teacher_multi(p: Problem, rng: random.Random) -> list[dict]:
 
 
 def _fn(name: str, description: str, **props: str) -> dict:
+    properties = {k: {"type": "string", "description": v} for k, v in props.items()}
     return {"type": "function", "function": {
         "name": name, "description": description,
-        "parameters": {"type": "object", "properties": {k: {"type": "string", "description": v} for k, v in props.items()},
-                       "required": list(props)}}}
+        "parameters": {"type": "object", "properties": properties, "required": list(props)}}}
 
 
 TOOLS = {
@@ -133,7 +136,8 @@ def _tool_use(rng: random.Random) -> Conversation:
     elif kind == "write_file":
         path, text = rng.choice(FILES), rng.choice(["Finish math worksheet", "Read chapter 3", "Buy a new notebook"])
         ask = rng.choice(["Save this to {p}: {t}", "Please write '{t}' into {p}."]).format(p=path, t=text)
-        turn = [_call("write_file", path=path, content=text)], f"wrote {len(text)} bytes to {path}", f"Done, I saved it to {path}."
+        turn = ([_call("write_file", path=path, content=text)], f"wrote {len(text)} bytes to {path}",
+                f"Done, I saved it to {path}.")
     elif kind == "read_file":
         path, text = rng.choice(FILES), rng.choice(["Math test on Friday.", "Page 42, problems 1 to 5."])
         ask = rng.choice(["What's in {p}?", "Read {p} for me please."]).format(p=path)
@@ -155,9 +159,11 @@ def _tool_use(rng: random.Random) -> Conversation:
 
 
 CHAT = [
-    (["hi", "Hello!", "hey there", "Good morning!"], ["Hello! How can I help you today?", "Hi! What can I do for you?"]),
+    (["hi", "Hello!", "hey there", "Good morning!"],
+     ["Hello! How can I help you today?", "Hi! What can I do for you?"]),
     (["thanks", "Thank you!", "thanks a lot"], ["You're welcome!", "Happy to help!", "Anytime!"]),
-    (["Who are you?", "What are you?"], ["I'm a personal assistant. I can help with homework, grading and small tasks."]),
+    (["Who are you?", "What are you?"],
+     ["I'm a personal assistant. I can help with homework, grading and small tasks."]),
     (["What can you do?", "How can you help me?"],
      ["I can solve math word problems, give feedback on homework, and use tools like a calculator or files."]),
     (["Tell me a joke.", "Say something funny."],
@@ -172,23 +178,6 @@ def _chat(rng: random.Random) -> Conversation:
                          {"role": "assistant", "content": rng.choice(replies)}], "tools": None}
 
 
-MATH_ASKS = ["What is {e}?", "{e} = ?", "quick question: what's {e}?", "Can you work out {e}?"]
-
-
-def _math(rng: random.Random) -> Conversation:
-    """A bare calculation of the kind the word problems need (cheap extra arithmetic practice)."""
-    op = rng.choice(["+", "-", "*", "/"])
-    a, b = (rng.randint(2, 99), rng.randint(2, 99)) if op in "+-" else (rng.randint(2, 12), rng.randint(2, 20))
-    if op == "-":
-        a, b = max(a, b), min(a, b)
-    elif op == "/":
-        a = a * b
-    expr = f"{a} {op} {b}"
-    value = {"+": a + b, "-": a - b, "*": a * b, "/": a // max(1, b)}[op]
-    return {"messages": [{"role": "user", "content": rng.choice(MATH_ASKS).format(e=expr)},
-                         {"role": "assistant", "content": f"{expr} = {value}."}], "tools": None}
-
-
 def conversations(n: int, seed: int, default_ai: float = 0.87, default_terse: float = 0.85) -> list[Conversation]:
     """``n`` conversations drawn from ``MIX``, reproducible from ``seed``, on train-split problems only."""
     rng, problems = random.Random(seed), iter_problems("train", seed)
@@ -198,8 +187,8 @@ def conversations(n: int, seed: int, default_ai: float = 0.87, default_terse: fl
         if kind == "tool":
             out.append(_tool_use(rng))
             continue
-        if kind in ("chat", "math"):
-            out.append(_chat(rng) if kind == "chat" else _math(rng))
+        if kind == "chat":
+            out.append(_chat(rng))
             continue
         p = next(problems)
         if kind in ("student", "student_hint"):

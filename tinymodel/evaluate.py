@@ -22,7 +22,13 @@ from typing import Any
 from envs.personal import styles as st
 from envs.personal.problems import Problem, generate
 from envs.personal.scoring import extract_answer, score_student, score_teacher, style_of
-from tinymodel.corpus import student_prompt, teacher_prompt, with_hint
+from rlcore.judging import inject_hint
+from tinymodel.corpus import student_prompt, teacher_prompt
+
+
+def _hinted(content: str, hint: str) -> str:
+    """The user message exactly as the OPD teacher prompt carries it."""
+    return inject_hint([{"role": "user", "content": content}], hint)[0]["content"]
 
 
 def _prompts(problems: list[Problem], rng: random.Random) -> dict[str, list[tuple[str, str]]]:
@@ -30,11 +36,11 @@ def _prompts(problems: list[Problem], rng: random.Random) -> dict[str, list[tupl
     out: dict[str, list[tuple[str, str]]] = {"student": [], "student_hint": [], "teacher": [], "teacher_hint": []}
     for p in problems:
         out["student"].append((student_prompt(p, rng), ""))
-        out["student_hint"].append((with_hint(student_prompt(p, rng), rng.choice(st.STUDENT_HINTS_HELDOUT), rng), ""))
+        out["student_hint"].append((_hinted(student_prompt(p, rng), rng.choice(st.STUDENT_HINTS_HELDOUT)), ""))
         ask, work, _ = teacher_prompt(p, rng)
         out["teacher"].append((ask, work))
         ask, work, _ = teacher_prompt(p, rng)
-        out["teacher_hint"].append((with_hint(ask, rng.choice(st.TEACHER_HINTS_HELDOUT), rng), work))
+        out["teacher_hint"].append((_hinted(ask, rng.choice(st.TEACHER_HINTS_HELDOUT)), work))
     return out
 
 

@@ -379,26 +379,12 @@ def _stamps(d: _Draw) -> Made:
 
 
 @_template
-def _garden(d: _Draw) -> Made:
-    (n, _), rows, per = d.person(), d.int(2, 8), d.int(3, 9)
-    q = f"{n} plants {rows} rows of tulips with {per} tulips in each row. How many tulips does {n} plant?"
-    return q, [_step(rows, "*", per, "tulips planted")], "tulips"
-
-
-@_template
 def _trip(d: _Draw) -> Made:
     first, second, left = d.int(20, 90), d.int(20, 90), d.int(10, 80)
     q = (f"A family drives {first} km before lunch and {second} km after lunch. The trip is {first + second + left} "
          f"km long. How many km do they still have to drive?")
     s1 = _step(first, "+", second, "km driven so far")
     return q, [s1, _step(first + second + left, "-", s1.value, "km still to drive")], "km"
-
-
-@_template
-def _water(d: _Draw) -> Made:
-    (n, p), glasses, days = d.person(), d.int(4, 9), d.int(2, 7)
-    q = f"{n} drinks {glasses} glasses of water a day. How many glasses does {p} drink in {days} days?"
-    return q, [_step(glasses, "*", days, "glasses of water")], "glasses"
 
 
 @_template
