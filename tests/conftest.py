@@ -78,25 +78,15 @@ def s3_server() -> Iterator[dict[str, str]]:
     try:
         yield {**creds, "bucket": "openclaw-test"}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        from bench.gateway import _stop
 
-
-def stop_process(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
+        _stop(proc)
 
 
 @pytest.fixture(scope="session")
 def local_engine(random_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The local engine serving the random tiny model, as a separate process; yields its base URL."""
+    from bench.gateway import _stop as stop_process
     from bench.serving import start_engine
 
     port = _free_port()
