@@ -160,6 +160,25 @@ class TorchBackend:
                    tokens_per_s=tokens / max(elapsed, 1e-9), lr=cfg.lr)
         return out
 
+    def _micro_loss(self, mb: Any, logp: torch.Tensor, entropy: torch.Tensor, old_logp: torch.Tensor,
+                    ref_logp: torch.Tensor | None, total: float, acc: dict[str, float]) -> None:
+        """One micro-batch: rlcore loss, backward scaled by its share of the minibatch, stats folded into ``acc``."""
+        cfg = self.config
+        adv = self._advantages(mb, old_logp)
+        loss, st = policy_loss(logp, old_logp, adv, mb.mask, eps_low=cfg.clip_eps, eps_high=cfg.clip_eps_high,
+                               ref_logp=ref_logp, beta=cfg.kl_beta, kl_estimator=cfg.kl_estimator, entropy=entropy,
+                               agg=cfg.loss_agg)
+        weight = _agg_weight(mb.mask, cfg.loss_agg) / max(total, 1e-9)
+        (loss * weight).backward()
+        on = mb.mask > 0
+        gap = (old_logp - mb.rollout_logp).abs()[on]
+        st["train_rollout_abs_diff_mean"] = float(gap.mean()) if gap.numel() else 0.0
+        st["train_rollout_abs_diff_max"] = float(gap.max()) if gap.numel() else 0.0
+        st["advantage_mean"] = float(adv[on].mean()) if gap.numel() else 0.0
+        st.pop("n_tokens", None)
+        for k, v in st.items():
+            acc[k] = max(acc.get(k, v), v) if k.endswith("_max") else acc.get(k, 0.0) + v * weight
+
     def _update(self, batch: Batch, rows: torch.Tensor, old: torch.Tensor | None,
                 ref: torch.Tensor | None) -> dict[str, float]:
         """One optimiser update on the minibatch ``rows``; gradients accumulate over micro-batches."""
@@ -172,20 +191,7 @@ class TorchBackend:
             T = mb.mask.shape[1]
             logp, entropy = response_logprobs(self._logits(self.model, mb), mb, with_entropy=True)  # [b, T]
             old_logp = old[micro, :T] if old is not None else logp.detach()  # see the module docstring, step 2
-            adv = self._advantages(mb, old_logp)
-            loss, st = policy_loss(logp, old_logp, adv, mb.mask, eps_low=cfg.clip_eps, eps_high=cfg.clip_eps_high,
-                                   ref_logp=ref[micro, :T] if ref is not None else None, beta=cfg.kl_beta,
-                                   kl_estimator=cfg.kl_estimator, entropy=entropy, agg=cfg.loss_agg)
-            weight = _agg_weight(mb.mask, cfg.loss_agg) / max(total, 1e-9)
-            (loss * weight).backward()
-            on = mb.mask > 0
-            gap = (old_logp - mb.rollout_logp).abs()[on]
-            st["train_rollout_abs_diff_mean"] = float(gap.mean()) if gap.numel() else 0.0
-            st["train_rollout_abs_diff_max"] = float(gap.max()) if gap.numel() else 0.0
-            st["advantage_mean"] = float(adv[on].mean()) if gap.numel() else 0.0
-            st.pop("n_tokens", None)
-            for k, v in st.items():
-                acc[k] = max(acc.get(k, v), v) if k.endswith("_max") else acc.get(k, 0.0) + v * weight
+            self._micro_loss(mb, logp, entropy, old_logp, ref[micro, :T] if ref is not None else None, total, acc)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
         self.optimizer.step()
         acc["grad_norm"] = float(grad_norm)

@@ -35,7 +35,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from rlcore.ppo import policy_loss
 from trainer.batch import Batch
 from trainer.megatron import convert, parallel
 from trainer.megatron.model import build_gpt_model, causal_mask
@@ -152,20 +151,7 @@ class MegatronBackend(TorchBackend):
             T = mb.mask.shape[1]
             logp, entropy = self._forward(self.model, mb, with_entropy=True)  # [b, T]
             old_logp = old[micro, :T] if old is not None else logp.detach()
-            adv = self._advantages(mb, old_logp)
-            loss, st = policy_loss(logp, old_logp, adv, mb.mask, eps_low=cfg.clip_eps, eps_high=cfg.clip_eps_high,
-                                   ref_logp=ref[micro, :T] if ref is not None else None, beta=cfg.kl_beta,
-                                   kl_estimator=cfg.kl_estimator, entropy=entropy, agg=cfg.loss_agg)
-            weight = _agg_weight(mb.mask, cfg.loss_agg) / max(total, 1e-9)
-            (loss * weight).backward()
-            on = mb.mask > 0
-            gap = (old_logp - mb.rollout_logp).abs()[on]
-            st["train_rollout_abs_diff_mean"] = float(gap.mean()) if gap.numel() else 0.0
-            st["train_rollout_abs_diff_max"] = float(gap.max()) if gap.numel() else 0.0
-            st["advantage_mean"] = float(adv[on].mean()) if gap.numel() else 0.0
-            st.pop("n_tokens", None)
-            for k, v in st.items():
-                acc[k] = max(acc.get(k, v), v) if k.endswith("_max") else acc.get(k, 0.0) + v * weight
+            self._micro_loss(mb, logp, entropy, old_logp, ref[micro, :T] if ref is not None else None, total, acc)
         parallel.reduce_grads(self.model)
         grad_norm = parallel.clip_grad_norm(self.model.parameters(), cfg.grad_clip)
         self.optimizer.step()
