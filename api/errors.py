@@ -49,14 +49,14 @@ def engine_error(exc: BaseException) -> OpenAIError:
     """Map a policy-engine failure to 502 (bad answer), 503 (unreachable / busy) or 504 (timed out)."""
     from openclaw_rl.policy_client import PolicyEngineError
 
-    if isinstance(exc, httpx.TimeoutException):
+    if isinstance(exc, TimeoutError | httpx.TimeoutException):
         return OpenAIError(504, f"policy engine timed out: {exc!r}", type="server_error", code="engine_timeout")
-    if isinstance(exc, httpx.TransportError):
+    if isinstance(exc, httpx.TransportError | ConnectionError):
         return OpenAIError(503, f"policy engine unreachable: {exc!r}", type="server_error", code="engine_unavailable")
     if isinstance(exc, PolicyEngineError):
         status = int(getattr(exc, "status", 0) or 0)
         message = f"policy engine error: {getattr(exc, 'message', str(exc))}"
-        if status in (408, 504) or (status == 0 and isinstance(exc.__cause__, httpx.TimeoutException)):
+        if status in (408, 504) or (status == 0 and exc.timed_out):
             return OpenAIError(504, message, type="server_error", code="engine_timeout")
         if status in (0, 429, 503):
             return OpenAIError(503, message, type="server_error", code="engine_unavailable")

@@ -40,7 +40,7 @@ def train(
 def gateway(
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object (the only output format)")] = True,
     model: Annotated[Path | None, typer.Option("--model", help="HF folder; default: the built tiny model")] = None,
-    requests: Annotated[int, typer.Option(help="request pairs (gateway vs engine direct)")] = 40,
+    requests: Annotated[int, typer.Option(help="request pairs (gateway vs engine direct)")] = 100,
 ) -> None:
     """Gateway: added latency over calling the engine directly (non-streamed and time to first token)."""
     from bench.gateway import run

@@ -2,7 +2,8 @@
 
 Both servers run as their own processes (the local engine, and the gateway with a temporary runtime folder, its own
 API key and an unreachable Temporal, so turns go to its spool rather than into live sessions). Requests alternate
-between the two paths, one at a time, greedy, same prompt and length, so the engine does identical work each time:
+between the two paths, one at a time, greedy, same prompt and length, so the engine does identical work each time,
+and both paths use the same HTTP client library (aiohttp, as PolicyClient does):
 
 - ``overhead_ms_p50``: median of (gateway - direct) latency per pair, not streamed (target <= 5 ms);
 - ``ttft_overhead_ms_p50``: the same for time to the first token, streamed (target <= 5 ms).
@@ -96,13 +97,17 @@ def _ms(seconds: float) -> float:
 
 
 async def _measure(engine_url: str, gateway_url: str, key: str, prompt_ids: list[int], n: int) -> dict[str, Any]:
-    from openclaw_rl.policy_client import PolicyClient, SamplingParams
+    import aiohttp
+
+    from openclaw_rl.policy_client import PolicyClient, SamplingParams, _lines
 
     sampling = SamplingParams(max_new_tokens=MAX_TOKENS, temperature=0.0)
     body = {"model": "bench", "messages": MESSAGES, "max_tokens": MAX_TOKENS, "temperature": 0.0}
     headers = {"Authorization": f"Bearer {key}", "X-Session-Id": "bench"}
-    async with PolicyClient(engine_url, timeout_s=60) as engine, httpx.AsyncClient(
-            base_url=gateway_url, headers=headers, timeout=60) as gw:
+    url = f"{gateway_url}/v1/chat/completions"
+    # Both paths use the same HTTP client library (PolicyClient's), so the difference is what the gateway adds.
+    async with PolicyClient(engine_url, timeout_s=60) as engine, aiohttp.ClientSession(
+            headers=headers, timeout=aiohttp.ClientTimeout(total=60)) as gw:
 
         async def direct() -> float:
             t0 = time.perf_counter()
@@ -111,9 +116,9 @@ async def _measure(engine_url: str, gateway_url: str, key: str, prompt_ids: list
 
         async def via_gateway() -> float:
             t0 = time.perf_counter()
-            r = await gw.post("/v1/chat/completions", json=body)
-            r.json()
-            r.raise_for_status()
+            async with gw.post(url, json=body) as r:
+                r.raise_for_status()
+                json.loads(await r.read())
             return time.perf_counter() - t0
 
         async def direct_ttft() -> float:
@@ -127,10 +132,10 @@ async def _measure(engine_url: str, gateway_url: str, key: str, prompt_ids: list
         async def gateway_ttft() -> float:
             t0 = time.perf_counter()
             first = 0.0
-            async with gw.stream("POST", "/v1/chat/completions", json={**body, "stream": True}) as r:
+            async with gw.post(url, json={**body, "stream": True}) as r:
                 r.raise_for_status()
-                async for line in r.aiter_lines():
-                    if first or not line.startswith("data: {"):
+                async for line in _lines(r.content):
+                    if first or not line.startswith(b"data: {"):
                         continue
                     choice = (json.loads(line[6:]).get("choices") or [{}])[0]
                     delta = choice.get("delta") or {}
@@ -168,7 +173,7 @@ async def _measure(engine_url: str, gateway_url: str, key: str, prompt_ids: list
     }
 
 
-def run(json_out: bool = True, requests: int = 40, model_path: Path | None = None) -> dict[str, Any]:
+def run(json_out: bool = True, requests: int = 100, model_path: Path | None = None) -> dict[str, Any]:
     """Start an engine and a gateway, measure, stop them; prints one JSON object (or a short summary)."""
     from transformers import AutoTokenizer
 

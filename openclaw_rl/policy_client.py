@@ -11,22 +11,23 @@ Log-probs are always requested and kept with the exact token ids, so nothing is 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
 from types import TracebackType
 from typing import Any
 
-import httpx
-
+import aiohttp
 
 class PolicyEngineError(Exception):
     """An engine call failed: ``status`` is the HTTP status, or 0 when no response came (connect error, timeout)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, *, timed_out: bool = False) -> None:
         super().__init__(f"policy engine error {status}: {message}")
         self.status = status
         self.message = message
+        self.timed_out = timed_out  # no answer in time (status 0), as opposed to no connection at all
 
     @property
     def retryable(self) -> bool:
@@ -88,17 +89,33 @@ def _logprobs(meta: dict[str, Any], key: str) -> list[Any]:
 
 
 class PolicyClient:
+    """HTTP/1.1 keep-alive client (aiohttp: about half the CPU per streamed token of httpx, which matters on the
+    gateway's request path). ``timeout_s`` bounds each wait for bytes from the engine; ``connect_timeout_s`` the
+    connection. The session is opened on first use, on the running event loop (one per loop)."""
+
     def __init__(self, base_url: str, timeout_s: float = 120.0, connect_timeout_s: float = 5.0,
-                 api_key: str | None = None, transport: httpx.AsyncBaseTransport | None = None) -> None:
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+                 api_key: str | None = None, max_connections: int = 256) -> None:
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.AsyncClient(
-            base_url=self.base_url, headers=headers, transport=transport,
-            timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
-            limits=httpx.Limits(max_connections=256, max_keepalive_connections=64))
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout_s, sock_read=timeout_s)
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _http(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session.closed or self._loop is not loop:
+            self._session = aiohttp.ClientSession(
+                headers=self._headers, timeout=self._timeout, raise_for_status=False,
+                connector=aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=300),
+                json_serialize=_dumps)
+            self._loop = loop
+        return self._session
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        if self._session is not None and not self._session.closed and self._loop is asyncio.get_running_loop():
+            await self._session.close()
+        self._session = None
 
     async def __aenter__(self) -> "PolicyClient":
         return self
@@ -108,16 +125,25 @@ class PolicyClient:
         await self.aclose()
 
     # -- transport --------------------------------------------------------------------------------------------------
-    async def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> httpx.Response:
+    async def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        """The decoded JSON answer (None for an empty body); a PolicyEngineError for any failure."""
         try:
-            resp = await self._http.request(method, path, json=body)
-        except httpx.TimeoutException as exc:
-            raise PolicyEngineError(0, f"timeout calling {path}: {exc!r}") from exc
-        except httpx.TransportError as exc:
+            async with self._http().request(method, self.base_url + path, json=body) as resp:
+                raw = await resp.read()
+                if resp.status >= 400:
+                    raise PolicyEngineError(resp.status, _error_message(raw, resp.reason))
+        except aiohttp.ConnectionTimeoutError as exc:
+            raise PolicyEngineError(0, f"cannot connect to {self.base_url}{path} in time: {exc!r}") from exc
+        except TimeoutError as exc:  # aiohttp's ServerTimeoutError (no bytes within timeout_s) is one too
+            raise PolicyEngineError(0, f"timeout calling {path}: {exc!r}", timed_out=True) from exc
+        except aiohttp.ClientError as exc:
             raise PolicyEngineError(0, f"cannot reach {self.base_url}{path}: {exc!r}") from exc
-        if resp.status_code >= 400:
-            raise PolicyEngineError(resp.status_code, _error_message(resp))
-        return resp
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise PolicyEngineError(502, f"{path} answered with non-JSON: {raw[:200]!r}") from exc
 
     # -- generation -------------------------------------------------------------------------------------------------
     def _generate_body(self, input_ids: list[int], sampling: SamplingParams, rid: str | None,
@@ -129,7 +155,7 @@ class PolicyClient:
         return body
 
     async def generate(self, input_ids: list[int], sampling: SamplingParams, rid: str | None = None) -> Generation:
-        out = (await self._request("POST", "/generate", self._generate_body(input_ids, sampling, rid, False))).json()
+        out = await self._request("POST", "/generate", self._generate_body(input_ids, sampling, rid, False))
         if isinstance(out, list):
             out = out[0]
         meta = out["meta_info"]
@@ -148,15 +174,14 @@ class PolicyClient:
         body = self._generate_body(input_ids, sampling, rid, True)
         seen_ids, seen_text, done = 0, "", False
         try:
-            async with self._http.stream("POST", "/generate", json=body) as resp:
-                if resp.status_code >= 400:
-                    await resp.aread()
-                    raise PolicyEngineError(resp.status_code, _error_message(resp))
-                async for line in resp.aiter_lines():
-                    if done or not line.startswith("data:"):
+            async with self._http().post(self.base_url + "/generate", json=body) as resp:
+                if resp.status >= 400:
+                    raise PolicyEngineError(resp.status, _error_message(await resp.read(), resp.reason))
+                async for line in _lines(resp.content):
+                    if done or not line.startswith(b"data:"):
                         continue  # read to the end of the body so the connection goes back to the pool
                     data = line[5:].strip()
-                    if data == "[DONE]":
+                    if data == b"[DONE]":
                         done = True
                         continue
                     out = json.loads(data)
@@ -181,9 +206,11 @@ class PolicyClient:
                     yield GenerationChunk(output_ids=ids, output_logprobs=lps, text=delta, finished=reason is not None,
                                           finish_reason=reason, matched_stop=matched,
                                           weight_version=meta.get("weight_version") if reason else None)
-        except httpx.TimeoutException as exc:
-            raise PolicyEngineError(0, f"timeout streaming /generate: {exc!r}") from exc
-        except httpx.TransportError as exc:
+        except aiohttp.ConnectionTimeoutError as exc:
+            raise PolicyEngineError(0, f"cannot connect to {self.base_url} in time: {exc!r}") from exc
+        except TimeoutError as exc:
+            raise PolicyEngineError(0, f"timeout streaming /generate: {exc!r}", timed_out=True) from exc
+        except aiohttp.ClientError as exc:
             raise PolicyEngineError(0, f"stream from {self.base_url} broke: {exc!r}") from exc
 
     async def score(self, prompt_ids: list[int], response_ids: list[int]) -> list[float]:
@@ -200,7 +227,7 @@ class PolicyClient:
         body = {"input_ids": list(prompt_ids) + list(response_ids),
                 "sampling_params": {"max_new_tokens": 0, "temperature": 1.0},
                 "return_logprob": True, "logprob_start_len": len(prompt_ids) - 1}
-        out = (await self._request("POST", "/generate", body)).json()
+        out = await self._request("POST", "/generate", body)
         if isinstance(out, list):
             out = out[0]
         values = _logprobs(out["meta_info"], "input_token_logprobs")[1:]
@@ -211,10 +238,10 @@ class PolicyClient:
     # -- control ----------------------------------------------------------------------------------------------------
     async def update_weights_from_disk(self, model_path: str, weight_version: str) -> dict[str, Any]:
         body = {"model_path": model_path, "weight_version": weight_version}
-        return (await self._request("POST", "/update_weights_from_disk", body)).json()
+        return await self._request("POST", "/update_weights_from_disk", body)
 
     async def model_info(self) -> dict[str, Any]:
-        return (await self._request("GET", "/get_model_info")).json()
+        return await self._request("GET", "/get_model_info")
 
     async def health(self) -> bool:
         try:
@@ -224,18 +251,37 @@ class PolicyClient:
         return True
 
     async def tokenize(self, text: str) -> list[int]:
-        out = (await self._request("POST", "/tokenize", {"prompt": text, "add_special_tokens": False})).json()
+        out = await self._request("POST", "/tokenize", {"prompt": text, "add_special_tokens": False})
         return list(out["tokens"])
 
     async def abort(self, rid: str) -> None:
         await self._request("POST", "/abort_request", {"rid": rid})
 
 
-def _error_message(resp: httpx.Response) -> str:
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
+async def _lines(stream: aiohttp.StreamReader) -> AsyncIterator[bytes]:
+    """Lines of a response body, however long (aiohttp's own line reader refuses lines past its buffer size, and a
+    cumulative SGLang stream chunk with log-probs can be that long)."""
+    pending = b""
+    async for data in stream.iter_any():
+        pending += data
+        if b"\n" not in data:
+            continue
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            yield line
+    if pending:
+        yield pending
+
+
+def _error_message(raw: bytes, reason: str | None) -> str:
     try:
-        body = resp.json()
+        body = json.loads(raw)
     except ValueError:
-        return resp.text[:500] or resp.reason_phrase
+        return raw[:500].decode("utf-8", "replace") or (reason or "")
     if isinstance(body, dict):
         err = body.get("error")
         if isinstance(err, dict) and "message" in err:

@@ -215,6 +215,7 @@ def test_sampling_parameters_reach_the_engine(fx: Fx) -> None:
     (PolicyEngineError(500, "boom"), 502, "engine_error"),
     (PolicyEngineError(0, "connection refused"), 503, "engine_unavailable"),
     (httpx.ReadTimeout("slow"), 504, "engine_timeout"),
+    (TimeoutError("slow"), 504, "engine_timeout"),
 ])
 @pytest.mark.parametrize("stream", [False, True])
 def test_engine_errors_map_to_openai_errors(fx: Fx, error: BaseException, status: int, code: str,
@@ -226,9 +227,7 @@ def test_engine_errors_map_to_openai_errors(fx: Fx, error: BaseException, status
 
 
 def test_engine_timeout_from_policy_client_is_504(fx: Fx) -> None:
-    err = PolicyEngineError(0, "timeout calling /generate")
-    err.__cause__ = httpx.ReadTimeout("slow")
-    fx.policy.error = err
+    fx.policy.error = PolicyEngineError(0, "timeout calling /generate", timed_out=True)
     assert fx.post({"messages": user()}).status_code == 504
 
 

@@ -8,6 +8,7 @@ import json
 import httpx
 import pytest
 
+from api.cli import running
 from openclaw_rl.policy_client import GenerationChunk, PolicyClient, PolicyEngineError, SamplingParams
 from tests.model_factory import make_random_qwen3, running_engine
 
@@ -71,19 +72,58 @@ async def test_errors_are_typed(engine_url):
         assert down.value.status == 0 and down.value.retryable
 
 
-async def test_read_timeout_is_retryable_and_not_retried(engine_url):
+async def test_read_timeout_is_retryable_and_not_retried():
     calls = 0
 
-    class Counting(httpx.AsyncHTTPTransport):
-        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-            nonlocal calls
-            calls += 1
-            return await super().handle_async_request(request)
+    async def slow_engine(scope, receive, send):  # answers nothing for 2 s; counts the requests it gets
+        nonlocal calls
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        calls += 1
+        await asyncio.sleep(2.0)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
 
-    async with PolicyClient(engine_url, timeout_s=0.05, transport=Counting()) as client:
-        with pytest.raises(PolicyEngineError) as slow:
-            await client.generate(PROMPT, SamplingParams(max_new_tokens=400, ignore_eos=True))
-    assert slow.value.status == 0 and slow.value.retryable and calls == 1
+    with running(slow_engine) as url:
+        async with PolicyClient(url, timeout_s=0.05) as client:
+            with pytest.raises(PolicyEngineError) as slow:
+                await client.generate(PROMPT, SamplingParams(max_new_tokens=400, ignore_eos=True))
+            with pytest.raises(PolicyEngineError) as slow_stream:
+                async for _ in client.generate_stream(PROMPT, SamplingParams(max_new_tokens=4)):
+                    pass
+    assert slow.value.status == 0 and slow.value.retryable and slow.value.timed_out
+    assert slow_stream.value.timed_out and calls == 2
+
+
+async def test_long_stream_lines_are_read_whole():
+    """A cumulative stream chunk far past aiohttp's line buffer (log-probs of a long reply) still parses."""
+    n = 40_000
+    meta = {"finish_reason": {"type": "length"}, "completion_tokens": n, "prompt_tokens": 1, "weight_version": "3",
+            "output_token_logprobs": [[-0.25, 7, None]] * n}
+    line = json.dumps({"text": "x" * n, "output_ids": [7] * n, "meta_info": meta})
+    payload = f"data: {line}\n\ndata: [DONE]\n\n".encode()
+    assert len(payload) > 500_000
+
+    async def engine(scope, receive, send):
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream")]})
+        for i in range(0, len(payload), 65_536):  # in pieces, as a real server writes a big chunk
+            await send({"type": "http.response.body", "body": payload[i:i + 65_536], "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    with running(engine) as url:
+        async with PolicyClient(url) as client:
+            chunks = [c async for c in client.generate_stream(PROMPT, SamplingParams(max_new_tokens=n))]
+    assert len(chunks) == 1 and len(chunks[0].output_ids) == n and chunks[0].output_logprobs[-1] == -0.25
+    assert chunks[0].text == "x" * n and chunks[0].finished and chunks[0].weight_version == "3"
 
 
 async def test_update_weights_through_client(random_model_path, tmp_path):

@@ -4,16 +4,20 @@ SGLang's request types are recorded here as literal data, read from SGLang's sou
 dependency): ``python/sglang/srt/managers/io_struct.py`` (GenerateReqInput, UpdateWeightFromDiskReqInput, AbortReq),
 ``python/sglang/srt/sampling/sampling_params.py`` (SamplingParams), ``python/sglang/srt/entrypoints/openai/protocol.py``
 (TokenizeRequest) and the routes in ``python/sglang/srt/entrypoints/http_server.py``.
-The client talks to a ``httpx.MockTransport`` that records each request and answers like SGLang would.
+The client talks over real HTTP to a small local server that checks each request and answers like SGLang would.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import httpx
 import pytest
 
+from api.cli import running
 from openclaw_rl.policy_client import PolicyClient, PolicyEngineError, SamplingParams
 
 # Type tags: "str", "int", "float" (int allowed), "bool", "dict", "list[int]", "list[str]", "any"; "a|b" is a union,
@@ -96,6 +100,35 @@ def check_request(request: httpx.Request) -> None:
             assert _is(value, SAMPLING_PARAMS[name]), f"sampling_params.{name}={value!r} vs {SAMPLING_PARAMS[name]}"
 
 
+@contextmanager
+def serving(handler: Callable[[httpx.Request], httpx.Response]) -> Iterator[str]:
+    """Serve ``handler`` over HTTP on 127.0.0.1 (uvicorn); it sees each request as an ``httpx.Request``."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (message := await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        request = httpx.Request(scope["method"], f"http://engine{scope['path']}", content=body,
+                                headers=[(k.decode(), v.decode()) for k, v in scope["headers"]])
+        try:
+            answer = handler(request)
+        except AssertionError as e:  # a contract violation: the client sees a 422 and the test fails on it
+            answer = httpx.Response(422, json={"error": {"message": f"contract: {e}"}})
+        await send({"type": "http.response.start", "status": answer.status_code,
+                    "headers": [(k.encode(), v.encode()) for k, v in answer.headers.items()]})
+        await send({"type": "http.response.body", "body": answer.content})
+
+    with running(app) as url:
+        yield url
+
+
 def _meta(n: int, finished: bool = True) -> dict:
     return {"id": "r", "finish_reason": {"type": "length", "length": n} if finished else None, "prompt_tokens": 3,
             "completion_tokens": n, "weight_version": "v7",
@@ -135,9 +168,16 @@ async def test_every_client_request_fits_sglang():
         seen.append((request.method, request.url.path))
         return _sglang_like(request)
 
+    with serving(handler) as url:
+        await _every_call(url)
+    assert {p for _, p in seen} == {"/generate", "/update_weights_from_disk", "/get_model_info", "/health",
+                                    "/tokenize", "/abort_request"}
+
+
+async def _every_call(url: str) -> None:
     sampling = SamplingParams(max_new_tokens=5, temperature=0.7, top_p=0.9, top_k=20, stop=["\n"],
                               stop_token_ids=[2], ignore_eos=False, skip_special_tokens=True)
-    async with PolicyClient("http://sglang:30000", transport=httpx.MockTransport(handler)) as client:
+    async with PolicyClient(url) as client:
         gen = await client.generate([1, 2, 3], sampling, rid="abc")
         assert gen.output_ids == [10, 11] and gen.output_logprobs == [-0.5, -0.5] and gen.weight_version == "v7"
         chunks = [c async for c in client.generate_stream([1, 2, 3], SamplingParams(max_new_tokens=2))]
@@ -149,8 +189,6 @@ async def test_every_client_request_fits_sglang():
         assert await client.health() is True
         assert await client.tokenize("hello") == [1, 2]
         await client.abort("abc")
-    assert {p for _, p in seen} == {"/generate", "/update_weights_from_disk", "/get_model_info", "/health",
-                                    "/tokenize", "/abort_request"}
 
 
 def test_checker_rejects_what_sglang_would():
@@ -178,7 +216,12 @@ async def test_errors_carry_status_and_retryability():
             return httpx.Response(400, json={"error": {"message": "input too long"}})
         return httpx.Response(503, text="overloaded")
 
-    async with PolicyClient("http://sglang", transport=httpx.MockTransport(handler)) as client:
+    with serving(handler) as url:
+        await _errors(url)
+
+
+async def _errors(url: str) -> None:
+    async with PolicyClient(url) as client:
         with pytest.raises(PolicyEngineError) as bad:
             await client.generate([1], SamplingParams(max_new_tokens=1))
         assert bad.value.status == 400 and bad.value.message == "input too long" and not bad.value.retryable
