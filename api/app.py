@@ -8,6 +8,7 @@ in instead (tests inject a fake engine or a fake submitter). Run it with ``openc
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 from collections.abc import AsyncIterator
@@ -138,6 +139,7 @@ def create_app(settings: Settings | None = None, *, policy: Any = None, temporal
                      context_length=_context_length(info, tok, Path(s.model_path)),
                      default_max_tokens=DEFAULT_MAX_TOKENS)
         app.state.gateway = gw
+        gc.freeze()  # start-up objects (tokenizer, torch via transformers) leave the collector's scans: no long pauses
         log.info("gateway ready", engine=s.engine_url, temporal=s.temporal_address, model=gw.model_name,
                  context_length=gw.context_length, spooled=sink.state()["pending"])
         try:
