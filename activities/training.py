@@ -107,9 +107,7 @@ class StoreCache:
             if prefix + STATE_FILE not in keys:
                 raise FileNotFoundError(f"checkpoint {prefix} is incomplete in {store.url_for()}")
             for key in keys:
-                target = tmp / key[len(prefix):]
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(store.get_bytes(key))
+                store.get_file(key, tmp / key[len(prefix):])
             shutil.rmtree(folder, ignore_errors=True)
             tmp.rename(folder)
         return folder
@@ -403,7 +401,7 @@ def _read_samples(store: ObjectStore, inp: TrainStepInput) -> list[Any]:
 def _upload(store: ObjectStore, folder: Path, prefix: str) -> None:
     files = sorted(p for p in folder.rglob("*") if p.is_file())
     for path in sorted(files, key=lambda p: p.name == STATE_FILE):  # the state file last: it marks completion
-        store.put_bytes(prefix + path.relative_to(folder).as_posix(), path.read_bytes())
+        store.put_file(prefix + path.relative_to(folder).as_posix(), path)
 
 
 def _jsonable(stats: dict[str, Any]) -> dict[str, Any]:

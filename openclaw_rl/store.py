@@ -16,8 +16,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -30,6 +32,8 @@ if TYPE_CHECKING:
 BLOB_PREFIX = "blobs/"
 BLOB_INLINE_LIMIT = 64 * 1024
 _TMP_MARK = ".tmp-"
+MULTIPART_BYTES = 64 * 1024 * 1024  # S3 uploads and downloads go in parts of this size past it
+COPY_CHUNK_BYTES = 8 * 1024 * 1024
 
 
 class ObjectNotFound(FileNotFoundError):
@@ -93,6 +97,15 @@ class ObjectStore(ABC):
     def pyarrow_fs(self) -> tuple["pyarrow.fs.FileSystem", str]:
         """A pyarrow filesystem and the base path under which keys live (``base + "/" + key``)."""
 
+    # files: streamed, never whole in memory (checkpoint shards run to gigabytes) ---------------------------------
+    @abstractmethod
+    def put_file(self, key: str, path: Path) -> None:
+        """Store the file at ``path`` under ``key`` (on S3 a multipart upload past ``MULTIPART_BYTES``)."""
+
+    @abstractmethod
+    def get_file(self, key: str, path: Path) -> None:
+        """Write the object to ``path`` (whole or not at all: through a temporary file and a rename)."""
+
     # built on the primitives -----------------------------------------------------------------------------------------
     def move(self, src: str, dst: str) -> None:
         self.copy(src, dst)
@@ -142,6 +155,17 @@ class ObjectStore(ABC):
         return self.get_blob(packed["ref"]) if "ref" in packed else packed["inline"]
 
 
+def _atomic_download(path: Path, fetch: Callable[[Path], None]) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{_TMP_MARK}{uuid.uuid4().hex}-{path.name}")
+    try:
+        fetch(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def _create(path: Path) -> Any:
     """Open a new file, making its folder; a concurrent move may prune that folder between mkdir and open.
 
@@ -179,6 +203,24 @@ class LocalStore(ObjectStore):
             os.replace(tmp, path)
         finally:
             tmp.unlink(missing_ok=True)
+
+    def put_file(self, key: str, path: Path) -> None:
+        dst = self._path(key)
+        tmp = dst.with_name(f"{_TMP_MARK}{uuid.uuid4().hex}-{dst.name}")
+        try:
+            with open(path, "rb") as src, _create(tmp) as f:
+                shutil.copyfileobj(src, f, COPY_CHUNK_BYTES)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, dst)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def get_file(self, key: str, path: Path) -> None:
+        src = self._path(key)
+        if not src.is_file():
+            raise ObjectNotFound(key)
+        _atomic_download(path, lambda tmp: shutil.copyfile(src, tmp))
 
     def get_bytes(self, key: str) -> bytes:
         try:
@@ -273,6 +315,28 @@ class S3Store(ObjectStore):
 
     def put_bytes(self, key: str, data: bytes) -> None:
         self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+
+    def _transfer(self) -> Any:
+        from boto3.s3.transfer import TransferConfig
+
+        return TransferConfig(multipart_threshold=MULTIPART_BYTES, multipart_chunksize=MULTIPART_BYTES,
+                              max_concurrency=4)
+
+    def put_file(self, key: str, path: Path) -> None:
+        self._client.upload_file(str(path), self.bucket, self._key(key), Config=self._transfer())
+
+    def get_file(self, key: str, path: Path) -> None:
+        from botocore.exceptions import ClientError
+
+        def download(tmp: Path) -> None:
+            try:
+                self._client.download_file(self.bucket, self._key(key), str(tmp), Config=self._transfer())
+            except ClientError as e:
+                if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                    raise ObjectNotFound(key) from None
+                raise
+
+        _atomic_download(path, download)
 
     def get_bytes(self, key: str) -> bytes:
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
 
@@ -32,6 +33,27 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
 def make_sample(session: str, turn: int, version: int = 0, run: str = "r1", **kw: object) -> Sample:
     return Sample(sample_id=make_sample_id(session, turn), run=run, policy_version=version, session=session,
                   turn=turn, prompt_ids=[1, 2, 3], response_ids=[4, 5], rollout_logprobs=[-0.5, -0.25], **kw)
+
+
+def test_files_stream_in_and_out(store: ObjectStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import openclaw_rl.store as store_mod
+
+    monkeypatch.setattr(store_mod, "MULTIPART_BYTES", 5 * 1024 * 1024)  # S3's smallest part: 3 parts below
+    data = os.urandom(12 * 1024 * 1024 + 17)
+    src = tmp_path / "shard.safetensors"
+    src.write_bytes(data)
+    store.put_file("ckpt/step-1/model.safetensors", src)
+    assert store.get_bytes("ckpt/step-1/model.safetensors") == data
+    out = tmp_path / "down" / "again" / "model.safetensors"
+    store.get_file("ckpt/step-1/model.safetensors", out)
+    assert out.read_bytes() == data
+    assert sorted(p.name for p in out.parent.iterdir()) == ["model.safetensors"]  # no temporary left behind
+    with pytest.raises(ObjectNotFound):
+        store.get_file("ckpt/step-1/missing.bin", tmp_path / "never" / "x.bin")
+    assert not (tmp_path / "never" / "x.bin").exists()
+    if isinstance(store, S3Store):  # it really went up in parts
+        head = store._client.head_object(Bucket=store.bucket, Key=store._key("ckpt/step-1/model.safetensors"))
+        assert head["ETag"].strip('"').endswith("-3")
 
 
 def test_round_trip(store: ObjectStore) -> None:
