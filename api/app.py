@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
-import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -33,10 +32,6 @@ from openclaw_rl.spool import Spool
 
 log = get_logger("gateway")
 
-# Until these are settings fields, the environment can override them.
-MAX_BODY_BYTES = int(os.environ.get("OPENCLAW_GATEWAY_MAX_BODY_BYTES", 8 * 1024 * 1024))
-DEFAULT_MAX_TOKENS = int(os.environ.get("OPENCLAW_GATEWAY_DEFAULT_MAX_TOKENS", 4096))
-SPOOL_RETRY_MAX_S = float(os.environ.get("OPENCLAW_GATEWAY_SPOOL_RETRY_MAX_S", 10.0))  # replay backoff ceiling
 
 
 class BodyTooLarge(OpenAIError):
@@ -131,13 +126,13 @@ def create_app(settings: Settings | None = None, *, policy: Any = None, temporal
         writer = records if records is not None else RecordWriter(blob_store)
         spool = Spool.in_runtime_dir(s.runtime_dir)
         sink = TurnSink(temporal_submitter or TemporalSubmitter(s, timeout_s=min(s.http_timeout_s, 10.0)), spool,
-                        store=blob_store, records=writer, retry_max_s=SPOOL_RETRY_MAX_S)
+                        store=blob_store, records=writer, retry_max_s=s.gateway_spool_retry_max_s)
         await sink.start()
         gw = Gateway(settings=s, policy=engine, renderer=PromptRenderer(tok),
                      keys=keys or KeyStore.in_runtime_dir(s.runtime_dir), sink=sink,
                      model_name=info.get("served_model_name") or Path(s.model_path).name,
                      context_length=_context_length(info, tok, Path(s.model_path)),
-                     default_max_tokens=DEFAULT_MAX_TOKENS)
+                     default_max_tokens=s.gateway_default_max_tokens)
         app.state.gateway = gw
         gc.freeze()  # start-up objects (tokenizer, torch via transformers) leave the collector's scans: no long pauses
         log.info("gateway ready", engine=s.engine_url, temporal=s.temporal_address, model=gw.model_name,
@@ -161,5 +156,5 @@ def create_app(settings: Settings | None = None, *, policy: Any = None, temporal
 
     for router in (chat.router, models.router, health.router):
         app.include_router(router)
-    app.add_middleware(BodyLimit, limit=max_body_bytes or MAX_BODY_BYTES)
+    app.add_middleware(BodyLimit, limit=max_body_bytes or s.gateway_max_body_bytes)
     return app

@@ -42,6 +42,9 @@ class Settings(BaseSettings):
     engine_urls: list[str] = Field(default_factory=list, description="policy engines; empty: the local engine")
     gateway_host: str = "127.0.0.1"
     gateway_port: int = 8000
+    gateway_max_body_bytes: int = Field(default=8 * 1024 * 1024, gt=0, description="larger request bodies get a 413")
+    gateway_default_max_tokens: int = Field(default=4096, gt=0, description="completion cap when a request sets none")
+    gateway_spool_retry_max_s: float = Field(default=10.0, gt=0, description="spool replay backoff ceiling")
     http_timeout_s: float = 120.0
     http_connect_timeout_s: float = 5.0
 

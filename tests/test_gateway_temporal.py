@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -16,7 +17,6 @@ from temporalio import workflow
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-import api.app
 from api.app import create_app
 from api.cli import free_port, running
 from openclaw_rl.keys import KeyStore
@@ -110,10 +110,11 @@ async def _health(url: str) -> dict:
         return (await http.get(f"{url}/healthz")).json()
 
 
-def _app(tmp_path: Path, model_path: Path, temporal_address: str, task_queue: str, policy: ScriptedPolicy):
+def _app(tmp_path: Path, model_path: Path, temporal_address: str, task_queue: str, policy: ScriptedPolicy,
+         **settings_kw: Any):
     settings = Settings(environment="test", runtime_dir=tmp_path, model_path=model_path,
                         temporal_address=temporal_address, task_queue_orchestrator=task_queue,
-                        store_url=f"file://{tmp_path / 'store'}", http_connect_timeout_s=1.0)
+                        store_url=f"file://{tmp_path / 'store'}", http_connect_timeout_s=1.0, **settings_kw)
     key = KeyStore.in_runtime_dir(tmp_path).add("alice")
     return create_app(settings, policy=policy, records=ListRecords()), key
 
@@ -149,13 +150,11 @@ async def test_signal_with_start_delivers_turns_in_order(temporal_env, random_mo
 
 
 async def test_unreachable_temporal_spools_then_replays_in_order(temporal_env, random_model_path: Path,
-                                                                 tmp_path: Path, policy: ScriptedPolicy,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(api.app, "SPOOL_RETRY_MAX_S", 1.0)
+                                                                 tmp_path: Path, policy: ScriptedPolicy) -> None:
     client: Client = temporal_env.client
     tq = f"gw-{uuid.uuid4().hex[:8]}"
     proxy_port = free_port()
-    app, key = _app(tmp_path, random_model_path, f"127.0.0.1:{proxy_port}", tq, policy)
+    app, key = _app(tmp_path, random_model_path, f"127.0.0.1:{proxy_port}", tq, policy, gateway_spool_retry_max_s=1.0)
     async with Worker(client, task_queue=tq, workflows=[RecordingSession], workflow_runner=UnsandboxedWorkflowRunner()):
         with running(app) as url:
             sent: dict[str, list[str]] = {"a": [], "b": []}
