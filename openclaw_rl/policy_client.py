@@ -88,6 +88,11 @@ def _logprobs(meta: dict[str, Any], key: str) -> list[Any]:
     return [entry[0] for entry in meta.get(key) or []]
 
 
+# Idle pooled connections are dropped before the server's keep-alive (uvicorn, hence SGLang: 5 s) runs out, so a
+# request is never sent on a connection the server is closing (a POST cannot be retried safely).
+IDLE_CONNECTION_S = 3.0
+
+
 class PolicyClient:
     """HTTP/1.1 keep-alive client (aiohttp: about half the CPU per streamed token of httpx, which matters on the
     gateway's request path). ``timeout_s`` bounds each wait for bytes from the engine; ``connect_timeout_s`` the
@@ -107,7 +112,8 @@ class PolicyClient:
         if self._session is None or self._session.closed or self._loop is not loop:
             self._session = aiohttp.ClientSession(
                 headers=self._headers, timeout=self._timeout, raise_for_status=False,
-                connector=aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=300),
+                connector=aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=300,
+                                               keepalive_timeout=IDLE_CONNECTION_S),
                 json_serialize=_dumps)
             self._loop = loop
         return self._session
