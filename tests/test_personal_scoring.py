@@ -105,3 +105,22 @@ def test_styles_vary_their_wording() -> None:
     for style in ("ai", "casual"):
         assert len({render_solution(p, style, rng) for _ in range(40)}) >= 4
     assert len({render_grading(p, "friendly_specific", rng) for _ in range(40)}) >= 4
+
+
+def test_grading_comments_say_the_verdict_they_mean() -> None:
+    # task accuracy reads a comment's verdict (envs.personal.evaluate.comment_verdict): every rendered comment must
+    # say the one it means, and a friendly comment's first sentence never says the opposite (a neutral greeting or
+    # the verdict itself), so that moving from terse to friendly comments does not move the verdict
+    import re
+
+    from envs.personal.evaluate import comment_verdict
+
+    rng = random.Random(3)
+    for p in generate(200, "train", seed=3):
+        _, claimed = render_student_work(p, rng, wrong=rng.random() < 0.5)
+        right = claimed == p.answer
+        for style in ("terse", "friendly_specific"):
+            comment = render_grading(p, style, rng, claimed)
+            assert comment_verdict(comment) is right, comment
+        first = re.split(r"(?<=[.!?])\s+", render_grading(p, "friendly_specific", rng, claimed))[0]
+        assert comment_verdict(first) in (None, right), first

@@ -6,7 +6,8 @@ Mixture (fractions of conversations, see ``MIX``):
   ``[user's hint / instruction]`` with a casual-style hint or asks for it inline; multi-turn threads where the student
   complains and the next answer follows, or just asks the next problem and gets the default again;
 - teacher grading: a problem and a student's worked answer; a terse comment by default, a specific friendly one under a
-  hint or after a complaint;
+  hint or after a complaint; some hints say whether the student's work is right (``TEACHER_VERDICT_HINTS``, alone or
+  with a style hint), and the comment then states that verdict;
 - tool calls in the ``<tool_call>`` form with tool results, and short chit-chat, so the model is not degenerate.
 
 Only the train split of the problems is used. Loss is taken on assistant turns only (see ``tinymodel.build``).
@@ -88,10 +89,20 @@ def _student_multi(problems: Iterator[Problem], rng: random.Random, default_ai: 
     return msgs
 
 
+def teacher_hint(p: Problem, claimed: int, rng: random.Random) -> str:
+    """A hint for a grading comment: the style (friendly, specific), the verdict, or both."""
+    kind = rng.random()
+    style = rng.choice(st.TEACHER_HINTS)
+    if kind < 0.55:
+        return style
+    verdict = rng.choice(st.TEACHER_VERDICT_HINTS[claimed == p.answer]).format(c=p.fmt(claimed), a=p.fmt(p.answer))
+    return verdict if kind < 0.75 else f"{verdict} {style}"
+
+
 def _teacher(p: Problem, rng: random.Random, hint: bool, default_terse: float) -> list[dict]:
     ask, _, claimed = teacher_prompt(p, rng)
     if hint:
-        ask = with_hint(ask, rng.choice(st.TEACHER_HINTS), rng)
+        ask = with_hint(ask, teacher_hint(p, claimed, rng), rng)
     style = "friendly_specific" if hint or rng.random() >= default_terse else "terse"
     comment = st.render_grading(p, style, rng, claimed)
     return [{"role": "user", "content": ask}, {"role": "assistant", "content": comment}]

@@ -3,6 +3,13 @@
 Student setting: ``ai`` is the stiff AI-looking write-up the student does not want (markdown header, numbered steps with
 bold numbers, a closing "**Answer:** N" tag); ``casual`` is plain conversational prose ending "So the answer is N.".
 Teacher setting: ``terse`` ("Correct. Well done!") versus ``friendly_specific`` (warm, quotes the student's own steps).
+Both carry the verdict near the start, in words ``envs.personal.evaluate.comment_verdict`` reads: the terse comment is
+the verdict ("Correct." / "Incorrect. The answer is 12."); the friendly one may open with a greeting that says nothing
+about the verdict ("Thanks for showing all your work!") and then states it about the student's own answer ("Your answer
+of 12 apples is correct, great job!" / "... is not quite right, but good effort!"). Friendly openings never hint at the
+verdict by themselves, so a model moving from terse to friendly comments does not pick its verdict with its opening.
+``TEACHER_VERDICT_HINTS`` say whether the student's work is right (as a teacher who knows the answer might add); a
+friendly comment written under one states that verdict.
 Each style has several phrasings so that a model trained on them does not collapse to one string.
 
 The phrase lists (requests, hints, complaints) are the users' side of the conversation; ``*_HINTS_HELDOUT`` are kept
@@ -77,6 +84,17 @@ TEACHER_HINTS = [
     "The teacher said the comment was too short and generic; be specific and friendly.",
     "Praise the specific steps the student got right and keep the tone warm.",
 ]
+# hints that carry the verdict ({c}: the student's answer, {a}: the right one), from a teacher who knows the answer
+TEACHER_VERDICT_HINTS = {
+    True: ["The student's answer is right, so tell the student it is correct.",
+           "The student's work is correct; the comment should say so.",
+           "Tell the student their answer of {c} is correct.",
+           "Don't say the student made a mistake: their answer is right."],
+    False: ["The student's answer is wrong: it should be {a}. Point out the mistake in the last step.",
+            "The student made a mistake in the last step; the comment should say the answer is not right and give {a}.",
+            "Tell the student their answer of {c} is not correct; the answer should be {a}.",
+            "Don't call it correct: the student's answer is wrong."],
+}
 TEACHER_HINTS_HELDOUT = [
     "Give friendly, specific feedback that walks through the student's own calculations.",
     "The comment should be warm and concrete, mentioning the numbers in the student's work.",
@@ -169,9 +187,13 @@ def render_student_work(p: Problem, rng: random.Random, wrong: bool = False) -> 
 _TERSE_RIGHT = ["Correct. Well done!", "Correct. Good job!", "Correct!", "Correct. Nice work.", "Right. Well done!",
                 "Correct answer. Well done."]
 _TERSE_WRONG = ["Incorrect. The answer is {a}.", "Not correct. The answer should be {a}.", "Incorrect. It is {a}."]
-_WARM_OPEN = ["Great job on this one!", "Nice work!", "Wonderful work here!", "Really well done!",
-              "You did a great job on this problem!"]
-_WARM_TRY = ["Good effort on this one!", "Nice try, you are really close!", "You're on the right track here!"]
+_WARM_HELLO = ["Thanks for showing all your work!", "Thank you for writing out every step.",
+               "Thanks for your work on this one!"]  # says nothing about the verdict, nor like a solution starts
+_VERDICT_RIGHT = ["Your answer of {c} is correct, great job!", "Your answer of {c} is correct, nice work!",
+                  "You got {c}, and that is correct. Wonderful work!", "Your answer of {c} is exactly right, well done!"]
+_VERDICT_WRONG = ["Your answer of {c} is not quite right, but good effort!",
+                  "Your answer of {c} is not correct yet, but you're on the right track!",
+                  "You got {c}, which is not quite right, but nice try!"]
 _PRAISE = ["You correctly worked out the {d} as {e} = {v}.", "I like how you found the {d} with {e} = {v}.",
            "Your step {e} = {v} for the {d} is spot on.", "You got the {d} right: {e} = {v}."]
 _RIGHT_END = ["Your final answer of {a} is exactly right.", "And {a} is the right final answer."]
@@ -189,12 +211,14 @@ def render_grading(p: Problem, style: GradingStyle, rng: random.Random, claimed:
     if style == "terse":
         return rng.choice(_TERSE_RIGHT) if right else rng.choice(_TERSE_WRONG).format(a=answer)
     praised = p.steps if right else p.steps[:-1]
-    parts = [rng.choice(_WARM_OPEN if right else _WARM_TRY)]
+    parts = [rng.choice(_WARM_HELLO)] if rng.random() < 0.6 else []
+    shown = p.fmt(p.answer if claimed is None else claimed)
+    parts.append(rng.choice(_VERDICT_RIGHT if right else _VERDICT_WRONG).format(c=shown))
     phrasings = rng.sample(_PRAISE, len(_PRAISE))  # no phrasing twice in one comment
     parts += [phrasings[i % len(phrasings)].format(d=s.description, e=s.expression, v=s.value)
               for i, s in enumerate(praised)]
     if right:
-        parts += [rng.choice(_RIGHT_END).format(a=answer), rng.choice(_CLOSE)]
+        parts += [*([rng.choice(_RIGHT_END).format(a=answer)] if rng.random() < 0.5 else []), rng.choice(_CLOSE)]
     else:
         last = p.steps[-1]
         parts += [rng.choice(_FIX).format(e=last.expression, v=last.value, w=claimed, a=answer),
