@@ -42,11 +42,11 @@ from openclaw_rl.settings import Settings, get_settings
 from openclaw_rl.stack import Service, Stack, engine_service, gateway_service, port_open, stop_pid, \
     temporal_service, worker_service
 
-# The paper's 1e-5 is for 4-32B models. On the 1M-parameter default tiny model (combined method, 3 seeds, 108
-# held-out problems): 7e-4 takes the student score 0.11 -> 0.95 in 36 interactions and the teacher score 0.11 -> 0.95
-# in 24 with its verdict accuracy kept (0.74 -> 0.76); 1e-3 reaches the same scores but the teacher's comments start
-# to contradict themselves (verdict accuracy 0.74 -> 0.60); 5e-4 leaves the teacher at 0.73. (An earlier model
-# build: 3e-4 moved the student only 0.06 -> 0.12, 2e-3 started to repeat itself.)
+# The paper's 1e-5 is for 4-32B models. On the 1M-parameter default tiny model (combined method, 108 held-out
+# problems; runs of the same seed differ, since training overlaps the conversations): 7e-4 took the student score
+# 0.11 -> 0.95 in 36 interactions (3 seeds) and the teacher score 0.11 -> 0.86 +- 0.14 in 24 (6 seeds, verdict
+# accuracy 0.74 -> 0.66); 1e-3 gave 0.95 and 0.91, with teacher verdict accuracy 0.74 -> 0.60 (3 seeds, its comments
+# start to contradict themselves); 5e-4 left the teacher at 0.73 (3 seeds).
 DEFAULT_LR = 7e-4
 METHODS = ("binary", "opd", "combined")
 
