@@ -33,7 +33,6 @@ from openclaw_rl.spool import Spool
 log = get_logger("gateway")
 
 
-
 class BodyTooLarge(OpenAIError):
     def __init__(self, limit: int) -> None:
         super().__init__(413, f"Request body exceeds the gateway limit of {limit} bytes.", code="request_too_large")

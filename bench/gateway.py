@@ -18,14 +18,14 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import httpx
+from bench import procs
+from bench.procs import bench_model, free_port
 
 TARGET_MS = 5.0
 MAX_TOKENS = 16
@@ -35,52 +35,6 @@ MESSAGES = [
     {"role": "assistant", "content": "Yes, 12 times 7 is 84. Well done."},
     {"role": "user", "content": "And what is 9 times 8?"},
 ]
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _model_path(model_path: Path | None) -> Path:
-    if model_path is not None:
-        return Path(model_path)
-    from openclaw_rl.settings import get_settings
-
-    configured = Path(get_settings().model_path)
-    if (configured / "config.json").exists():
-        return configured
-    from tinymodel.build import ensure_tiny
-
-    return ensure_tiny("test")
-
-
-def _start(argv: list[str], env: dict[str, str], log: Path, health_url: str, timeout_s: float = 120.0
-           ) -> subprocess.Popen:
-    proc = subprocess.Popen(argv, env=env, stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            if httpx.get(health_url, timeout=1.0).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError(f"{argv[:4]} did not start; see {log}")
-        time.sleep(0.2)
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
 
 
 def _cpu_s(pid: int) -> float | None:
@@ -180,24 +134,24 @@ def run(json_out: bool = True, requests: int = 100, model_path: Path | None = No
     from api.render import PromptRenderer
     from openclaw_rl.keys import KeyStore
 
-    model = _model_path(model_path)
+    model, _ = bench_model(model_path)
     with tempfile.TemporaryDirectory(prefix="bench-gateway-") as tmp:
         runtime = Path(tmp)
         key = KeyStore.in_runtime_dir(runtime).add("bench")
-        engine_port, gateway_port = _free_port(), _free_port()
+        engine_port, gateway_port = free_port(), free_port()
         engine_url, gateway_url = f"http://127.0.0.1:{engine_port}", f"http://127.0.0.1:{gateway_port}"
         env = {**os.environ, "OPENCLAW_RUNTIME_DIR": str(runtime), "OPENCLAW_MODEL_PATH": str(model),
                "OPENCLAW_ENGINE_URLS": json.dumps([engine_url]), "OPENCLAW_LOG_FORMAT": "json",
-               "OPENCLAW_TEMPORAL_ADDRESS": f"127.0.0.1:{_free_port()}",  # unreachable: turns spool locally
+               "OPENCLAW_TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}",  # unreachable: turns spool locally
                "OPENCLAW_STORE_URL": f"file://{runtime / 'store'}"}
         bin_dir = Path(sys.executable).parent
-        engine = _start([str(bin_dir / "openclaw-rl"), "engine", "serve", "--model", str(model), "--port",
-                         str(engine_port), "--threads", "1", "--max-batch", "4"], env, runtime / "engine.log",
-                        f"{engine_url}/health")
+        engine = procs.start([str(bin_dir / "openclaw-rl"), "engine", "serve", "--model", str(model), "--port",
+                              str(engine_port), "--threads", "1", "--max-batch", "4"], runtime / "engine.log",
+                             f"{engine_url}/health", env)
         try:
-            gateway = _start([sys.executable, "-m", "uvicorn", "api.app:create_app", "--factory", "--host",
-                              "127.0.0.1", "--port", str(gateway_port), "--log-level", "warning", "--no-access-log"],
-                             env, runtime / "gateway.log", f"{gateway_url}/healthz")
+            gateway = procs.start([sys.executable, "-m", "uvicorn", "api.app:create_app", "--factory", "--host",
+                                   "127.0.0.1", "--port", str(gateway_port), "--log-level", "warning",
+                                   "--no-access-log"], runtime / "gateway.log", f"{gateway_url}/healthz", env)
             try:
                 prompt_ids = PromptRenderer(AutoTokenizer.from_pretrained(str(model))).render(MESSAGES, None)
                 cpu0 = _cpu_s(gateway.pid)
@@ -206,9 +160,9 @@ def run(json_out: bool = True, requests: int = 100, model_path: Path | None = No
                 if cpu0 is not None and cpu1 is not None:  # load-independent: what the gateway itself burns
                     result["gateway_cpu_ms_per_request"] = _ms((cpu1 - cpu0) / (2 * (requests + 4)))
             finally:
-                _stop(gateway)
+                procs.stop(gateway)
         finally:
-            _stop(engine)
+            procs.stop(engine)
     result = {"bench": "gateway", **result, "requests": requests, "prompt_tokens": len(prompt_ids),
               "max_tokens": MAX_TOKENS, "target_ms": TARGET_MS,
               "ok": result["overhead_ms_p50"] <= TARGET_MS and result["ttft_overhead_ms_p50"] <= TARGET_MS}

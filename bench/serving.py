@@ -8,15 +8,14 @@ engine's interpreter) and measures:
 - ``swap_p99_ratio``: p99 latency of requests whose lifetime overlapped an update over the p99 of the others (<= 2);
 - ``swap_seconds``: client-observed duration of an update call (load beside the old weights + swap), mean and max.
 
-The model is the project's tiny model when it has been built (``settings.model_path``); otherwise a random tiny
-Qwen3 from tests/model_factory, which the JSON says under ``model``.
+The model is the project's tiny model when it has been built (``settings.model_path``); otherwise the tiny model's
+test preset (``bench.procs.bench_model``), which the JSON says under ``model``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -26,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
+from bench import procs
+from bench.procs import bench_model, free_port
 from openclaw_rl.policy_client import PolicyClient, PolicyEngineError, SamplingParams
 
 TARGETS = {"throughput_ratio_c8_vs_c1": ">= 3", "swap_failed_requests": "== 0", "swap_p99_ratio": "<= 2"}
@@ -41,44 +40,11 @@ class Call:
     ok: bool
 
 
-def pick_model(model: Path | None, workdir: Path) -> tuple[Path, str]:
-    """The requested model, else the built tiny model, else a random one made on the spot."""
-    if model is not None:
-        return model, f"given ({model})"
-    from openclaw_rl.settings import get_settings
-
-    built = get_settings().model_path
-    if (built / "config.json").exists():
-        return built, f"tiny-qwen3 ({built})"
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from tests.model_factory import make_random_qwen3
-
-    path = make_random_qwen3(workdir / "random-qwen3", seed=0)
-    return path, "random-qwen3 from tests/model_factory (the tiny model is not built yet)"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_engine(model: Path, port: int, log: Path, max_batch: int) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "openclaw_rl.cli", "engine", "serve", "--model", str(model), "--port", str(port),
            "--max-batch", str(max_batch), "--weight-version", "0"]
-    env = {**os.environ, "OPENCLAW_LOG_FORMAT": "json"}
-    proc = subprocess.Popen(cmd, stdout=log.open("ab"), stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    deadline = time.monotonic() + 180
-    while True:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1.0).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError(f"engine did not start; see {log}")
-        time.sleep(0.3)
+    return procs.start(cmd, log, f"http://127.0.0.1:{port}/health", {**os.environ, "OPENCLAW_LOG_FORMAT": "json"},
+                       timeout_s=180)
 
 
 async def _client(client: PolicyClient, prompt: list[int], sampling: SamplingParams, n: int,
@@ -169,17 +135,13 @@ async def measure(url: str, model: Path, requests: int, tokens: int) -> dict[str
 
 def run(model: Path | None = None, requests: int = 240, tokens: int = 64, max_batch: int = 16) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-serving-") as tmp:
-        path, label = pick_model(model, Path(tmp))
-        port = _free_port()
+        path, label = bench_model(model)
+        port = free_port()
         proc = start_engine(path, port, Path(tmp) / "engine.log", max_batch)
         try:
             result = asyncio.run(measure(f"http://127.0.0.1:{port}", path, requests, tokens))
         finally:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            procs.stop(proc)
     ok = (result["throughput_ratio_c8_vs_c1"] >= 3 and result["swap_failed_requests"] == 0
           and result["swap_p99_ratio"] <= 2)
     return {"bench": "serving", "model": label, "max_new_tokens": tokens, **result, "targets": TARGETS,

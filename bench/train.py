@@ -7,8 +7,8 @@
 - ``update_s``: a checkpoint save (HF folder + optimizer + state) plus the engine's ``/update_weights_from_disk`` of
   it, as the training workflow does after every step; ``save_s`` and ``swap_s`` are its parts.
 
-The model is the one given, else the built tiny model (the default preset, else the "test" preset), else a random tiny
-Qwen3 (``bench.serving.pick_model``).
+The model is the one given, else the built tiny model (the default preset, else the "test" preset, built if need be;
+``bench.procs.bench_model``).
 """
 
 from __future__ import annotations
@@ -103,10 +103,10 @@ async def _swap(url: str, path: Path, version: str) -> float:
 
 
 def update_time(backend: Any, model: Path, workdir: Path, repeats: int) -> dict[str, Any]:
-    from bench.serving import _free_port, start_engine
-    from openclaw_rl.stack import stop_pid
+    from bench import procs
+    from bench.serving import start_engine
 
-    port = _free_port()
+    port = procs.free_port()
     proc = start_engine(model, port, workdir / "engine.log", max_batch=4)
     try:
         saves, swaps = [], []
@@ -116,7 +116,7 @@ def update_time(backend: Any, model: Path, workdir: Path, repeats: int) -> dict[
             saves.append(time.perf_counter() - t0)
             swaps.append(asyncio.run(_swap(f"http://127.0.0.1:{port}", folder, str(i))))
     finally:
-        stop_pid(proc.pid)
+        procs.stop(proc)
     save_s, swap_s = statistics.median(saves), statistics.median(swaps)
     return {"update_s": round(save_s + swap_s, 4), "save_s": round(save_s, 4), "swap_s": round(swap_s, 4)}
 
@@ -125,20 +125,14 @@ def run(model: Path | None = None, batch_size: int = 16, prompt_len: int = 96, r
         steps: int = 6, threads: int | None = None) -> dict[str, Any]:
     from transformers import AutoConfig
 
-    from bench.serving import pick_model
-    from openclaw_rl.settings import get_settings
-    from tinymodel.build import default_path, is_built
+    from bench.procs import bench_model
 
     if threads:
         torch.set_num_threads(threads)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
         workdir = Path(tmp)
-        test_preset = default_path("test")
-        if model is None and not (get_settings().model_path / "config.json").exists() and is_built(test_preset, "test"):
-            path, described = test_preset, f"tiny-qwen3 test preset ({test_preset})"
-        else:
-            path, described = pick_model(model, workdir)
+        path, described = bench_model(model)
         vocab = AutoConfig.from_pretrained(path).vocab_size
         batch = make_batch(vocab, batch_size, prompt_len, response_len)
         out = throughput(path, batch, steps, device)

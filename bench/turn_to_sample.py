@@ -24,14 +24,6 @@ import httpx
 COMPLAINT = "This looks way too much like a chatbot wrote it. Just write it like a normal person, no bold or lists."
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _chat(http: httpx.Client, url: str, key: str, session: str, messages: list[dict]) -> str:
     r = http.post(f"{url}/v1/chat/completions", headers={"Authorization": f"Bearer {key}", "X-Session-Id": session},
                   json={"model": "policy", "messages": messages, "max_tokens": 24, "temperature": 0.7})
@@ -41,21 +33,22 @@ def _chat(http: httpx.Client, url: str, key: str, session: str, messages: list[d
 
 def run(n: int = 12, model_path: Path | None = None) -> dict[str, Any]:
     from activities.session import sample_id_for
-    from bench.gateway import _model_path
+    from bench.procs import bench_model, free_port
     from openclaw_rl.keys import KeyStore
     from openclaw_rl.settings import Settings
     from openclaw_rl.stack import Stack, engine_service, gateway_service, temporal_service, worker_service
 
-    model = _model_path(model_path)
+    model, _ = bench_model(model_path)
     tmp = Path(tempfile.mkdtemp(prefix="bench-t2s-"))
-    env = {"OPENCLAW_RUNTIME_DIR": str(tmp), "OPENCLAW_TEMPORAL_ADDRESS": f"127.0.0.1:{_free_port()}",
-           "OPENCLAW_TEMPORAL_UI_PORT": str(_free_port()), "OPENCLAW_ENGINE_PORT": str(_free_port()),
-           "OPENCLAW_GATEWAY_PORT": str(_free_port()), "OPENCLAW_MODEL_PATH": str(model),
+    env = {"OPENCLAW_RUNTIME_DIR": str(tmp), "OPENCLAW_TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}",
+           "OPENCLAW_TEMPORAL_UI_PORT": str(free_port()), "OPENCLAW_ENGINE_PORT": str(free_port()),
+           "OPENCLAW_GATEWAY_PORT": str(free_port()), "OPENCLAW_MODEL_PATH": str(model),
            "OPENCLAW_JUDGE_BACKEND": "heuristic", "OPENCLAW_LOG_FORMAT": "json"}
     os.environ.update(env)
     s = Settings()
     stack = Stack(s)
     latencies: list[float] = []
+    measured: list[Path] = []  # the judgement records of the measured sessions
     try:
         stack.start(temporal_service(s))
         stack.start(engine_service(s, str(model)), timeout_s=300)
@@ -75,13 +68,14 @@ def run(n: int = 12, model_path: Path | None = None) -> dict[str, Any]:
                 t0 = time.perf_counter()
                 name = f"judgement-{sample_id_for(f'{key_id}:{raw}', 0)}.jsonl"
                 deadline = t0 + 120
-                while not any(judgements.glob(f"*/*/{name}")):
+                while not (found := list(judgements.glob(f"*/*/{name}"))):
                     if time.perf_counter() > deadline:
                         raise RuntimeError(f"no judgement for session {raw} within 120 s")
                     time.sleep(0.01)
                 if i:
                     latencies.append(time.perf_counter() - t0)
-        emitted = [json.loads(p.read_text())["emitted"] for p in judgements.glob("*/*/*.jsonl")]
+                    measured.append(found[0])
+        emitted = [json.loads(p.read_text())["emitted"] for p in measured]
     finally:
         stack.stop_all()
     latencies.sort()

@@ -21,7 +21,7 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import urlparse
 
 if TYPE_CHECKING:
@@ -192,29 +192,25 @@ class LocalStore(ObjectStore):
     def _path(self, key: str) -> Path:
         return self.root / check_key(key)
 
-    def put_bytes(self, key: str, data: bytes) -> None:
+    def _write(self, key: str, fill: Callable[[BinaryIO], object]) -> None:
+        """Write ``key`` whole or not at all: a temporary file beside it, fsync'd, then renamed over it."""
         path = self._path(key)
         tmp = path.with_name(f"{_TMP_MARK}{uuid.uuid4().hex}-{path.name}")
         try:
             with _create(tmp) as f:
-                f.write(data)
+                fill(f)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
         finally:
             tmp.unlink(missing_ok=True)
 
+    def put_bytes(self, key: str, data: bytes) -> None:
+        self._write(key, lambda f: f.write(data))
+
     def put_file(self, key: str, path: Path) -> None:
-        dst = self._path(key)
-        tmp = dst.with_name(f"{_TMP_MARK}{uuid.uuid4().hex}-{dst.name}")
-        try:
-            with open(path, "rb") as src, _create(tmp) as f:
-                shutil.copyfileobj(src, f, COPY_CHUNK_BYTES)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, dst)
-        finally:
-            tmp.unlink(missing_ok=True)
+        with open(path, "rb") as src:
+            self._write(key, lambda f: shutil.copyfileobj(src, f, COPY_CHUNK_BYTES))
 
     def get_file(self, key: str, path: Path) -> None:
         src = self._path(key)

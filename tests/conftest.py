@@ -18,15 +18,12 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from api.cli import free_port as _free_port
+from bench import procs
+
 BIN = Path(sys.executable).parent
 os.environ.setdefault("OPENCLAW_ENVIRONMENT", "test")
 os.environ.setdefault("OPENCLAW_LOG_FORMAT", "json")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -78,15 +75,12 @@ def s3_server() -> Iterator[dict[str, str]]:
     try:
         yield {**creds, "bucket": "openclaw-test"}
     finally:
-        from bench.gateway import _stop
-
-        _stop(proc)
+        procs.stop(proc)
 
 
 @pytest.fixture(scope="session")
 def local_engine(random_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The local engine serving the random tiny model, as a separate process; yields its base URL."""
-    from bench.gateway import _stop as stop_process
     from bench.serving import start_engine
 
     port = _free_port()
@@ -94,7 +88,7 @@ def local_engine(random_model_path: Path, tmp_path_factory: pytest.TempPathFacto
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
-        stop_process(proc)
+        procs.stop(proc)
 
 
 from tests.model_factory import random_model_path  # noqa: E402,F401  (session fixture)

@@ -91,32 +91,12 @@ def random_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @contextmanager
 def running_engine(model_path: str | Path, **config: Any) -> Iterator[str]:
     """Serve ``model_path`` with the local engine on a free loopback port (uvicorn in a thread); yields its URL."""
-    import socket
-    import threading
-    import time
-
-    import uvicorn
-
+    from api.cli import running
     from engine.server import create_app
     from engine.state import EngineConfig
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    app = create_app(EngineConfig(model_path=Path(model_path), **config))
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False))
-    thread = threading.Thread(target=server.run, name=f"engine-{port}", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("local engine did not start")
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(30)
+    with running(create_app(EngineConfig(model_path=Path(model_path), **config))) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from api.cli import running
+from tests.test_policy_client_contract import http_only
 from openclaw_rl.policy_client import GenerationChunk, PolicyClient, PolicyEngineError, SamplingParams
 from tests.model_factory import make_random_qwen3, running_engine
 
@@ -77,17 +78,12 @@ async def test_read_timeout_is_retryable_and_not_retried():
 
     async def slow_engine(scope, receive, send):  # answers nothing for 2 s; counts the requests it gets
         nonlocal calls
-        if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
-            return
         calls += 1
         await asyncio.sleep(2.0)
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"{}"})
 
-    with running(slow_engine) as url:
+    with running(http_only(slow_engine)) as url:
         async with PolicyClient(url, timeout_s=0.05) as client:
             with pytest.raises(PolicyEngineError) as slow:
                 await client.generate(PROMPT, SamplingParams(max_new_tokens=400, ignore_eos=True))
@@ -108,18 +104,13 @@ async def test_long_stream_lines_are_read_whole():
     assert len(payload) > 500_000
 
     async def engine(scope, receive, send):
-        if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
-            return
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", b"text/event-stream")]})
         for i in range(0, len(payload), 65_536):  # in pieces, as a real server writes a big chunk
             await send({"type": "http.response.body", "body": payload[i:i + 65_536], "more_body": True})
         await send({"type": "http.response.body", "body": b""})
 
-    with running(engine) as url:
+    with running(http_only(engine)) as url:
         async with PolicyClient(url) as client:
             chunks = [c async for c in client.generate_stream(PROMPT, SamplingParams(max_new_tokens=n))]
     assert len(chunks) == 1 and len(chunks[0].output_ids) == n and chunks[0].output_logprobs[-1] == -0.25

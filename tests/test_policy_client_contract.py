@@ -10,7 +10,7 @@ The client talks over real HTTP to a small local server that checks each request
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -100,16 +100,25 @@ def check_request(request: httpx.Request) -> None:
             assert _is(value, SAMPLING_PARAMS[name]), f"sampling_params.{name}={value!r} vs {SAMPLING_PARAMS[name]}"
 
 
+def http_only(http: Callable[[dict[str, Any], Any, Any], Awaitable[None]]) -> Any:
+    """An ASGI app from a handler of plain HTTP requests (the lifespan protocol answered for it)."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "lifespan":
+            await http(scope, receive, send)
+            return
+        while (await receive())["type"] != "lifespan.shutdown":
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+
+    return app
+
+
 @contextmanager
 def serving(handler: Callable[[httpx.Request], httpx.Response]) -> Iterator[str]:
     """Serve ``handler`` over HTTP on 127.0.0.1 (uvicorn); it sees each request as an ``httpx.Request``."""
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            while (message := await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
-            return
         body, more = b"", True
         while more:
             message = await receive()
@@ -125,7 +134,7 @@ def serving(handler: Callable[[httpx.Request], httpx.Response]) -> Iterator[str]
                     "headers": [(k.encode(), v.encode()) for k, v in answer.headers.items()]})
         await send({"type": "http.response.body", "body": answer.content})
 
-    with running(app) as url:
+    with running(http_only(app)) as url:
         yield url
 
 

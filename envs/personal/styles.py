@@ -8,8 +8,9 @@ the verdict ("Correct." / "Incorrect. The answer is 12."); the friendly one may 
 about the verdict ("Thanks for showing all your work!") and then states it about the student's own answer ("Your answer
 of 12 apples is correct, great job!" / "... is not quite right, but good effort!"). Friendly openings never hint at the
 verdict by themselves, so a model moving from terse to friendly comments does not pick its verdict with its opening.
-``TEACHER_VERDICT_HINTS`` say whether the student's work is right (as a teacher who knows the answer might add); a
-friendly comment written under one states that verdict.
+``TEACHER_VERDICT_HINTS`` say whether the student's work is right (as a teacher who knows the answer might add); only
+the tiny model's corpus uses them (the simulated teacher does not send them): a friendly comment written under one
+states that verdict.
 Each style has several phrasings so that a model trained on them does not collapse to one string.
 
 The phrase lists (requests, hints, complaints) are the users' side of the conversation; ``*_HINTS_HELDOUT`` are kept
@@ -84,7 +85,7 @@ TEACHER_HINTS = [
     "The teacher said the comment was too short and generic; be specific and friendly.",
     "Praise the specific steps the student got right and keep the tone warm.",
 ]
-# hints that carry the verdict ({c}: the student's answer, {a}: the right one), from a teacher who knows the answer
+# hints that carry the verdict ({c}: the student's answer, {a}: the right one); corpus only
 TEACHER_VERDICT_HINTS = {
     True: ["The student's answer is right, so tell the student it is correct.",
            "The student's work is correct; the comment should say so.",
