@@ -35,6 +35,13 @@ class SessionActivities:
         self.store = store  # openclaw_rl.store.ObjectStore
         self._tokenizer = tokenizer  # a tokenizer, or a model folder to load it from on first use
 
+    async def aclose(self) -> None:
+        """Close the engine and judge connections (the worker calls this once it has stopped)."""
+        for client in (self.policy, self.judge):
+            close = getattr(client, "aclose", None)
+            if close is not None:
+                await close()
+
     # -- helpers ------------------------------------------------------------------------------------------------------
     @property
     def tokenizer(self) -> Any:

@@ -166,3 +166,13 @@ async def test_idle_session_closes_and_records_last_turn(temporal_env, local_eng
     (key,) = store.list("records/judgements/")
     record = json.loads(store.get_bytes(key))
     assert record["turn"] == 0 and record["emitted"] is False and "no next state" in record["reason"]
+
+
+async def test_session_activities_close_their_clients(local_engine):
+    # the judge worker closes the engine client (and an LLM judge's) when it stops; a heuristic judge has none
+    policy = PolicyClient(local_engine)
+    await policy.health()
+    session = policy._http()
+    acts = SessionActivities(HeuristicJudge(), policy, store=None, tokenizer="unused")
+    await acts.aclose()
+    assert session.closed

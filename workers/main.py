@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from temporalio.client import Client
@@ -24,8 +24,9 @@ def queue_name(s: Settings, queue: str) -> str:
     return getattr(s, f"task_queue_{queue}")
 
 
-def build_worker(client: Client, s: Settings, queue: str) -> Worker | None:
-    """The workflows and activities served on one logical queue."""
+def build_worker(client: Client, s: Settings, queue: str,
+                 closers: list[Callable[[], Awaitable[None]]] | None = None) -> Worker | None:
+    """The workflows and activities served on one logical queue; ``closers`` collects what to close once it stops."""
     from activities.health import HealthActivities
     from workflows.health import PingWorkflow
     from workflows.session import SessionWorkflow
@@ -45,6 +46,8 @@ def build_worker(client: Client, s: Settings, queue: str) -> Worker | None:
         return build_trainer_worker(client, s, tq)
     if queue == "judge":
         acts = build_session_activities(s)
+        if closers is not None:
+            closers.append(acts.aclose)
         activities += [acts.prm_vote, acts.hint_vote, acts.teacher_logprobs, acts.emit_sample]
     if not workflows and not activities:
         return None  # nothing registered on this queue yet
@@ -106,7 +109,8 @@ async def run(queues: list[str]) -> None:
     s = get_settings()
     log = get_logger("workers")
     client = await Client.connect(s.temporal_address, namespace=s.temporal_namespace)
-    workers = [build_worker(client, s, q) for q in queues]
+    closers: list[Callable[[], Awaitable[None]]] = []
+    workers = [build_worker(client, s, q, closers) for q in queues]
     workers = [w for w in workers if w is not None]
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -115,6 +119,8 @@ async def run(queues: list[str]) -> None:
     log.info("workers started", queues=[queue_name(s, q) for q in queues])
     async with _all(workers):
         await stop.wait()
+    for close in closers:
+        await close()
     log.info("workers stopped")
 
 
