@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from envs.personal.driver import policy_version_of
-from envs.personal.evaluate import comment_verdict, heldout_problems, is_correct
+from envs.personal.evaluate import heldout_problems, is_correct
 from envs.personal.problems import split_of
+from envs.personal.scoring import comment_verdict
 from openclaw_rl.experiment import _checkpoints
 from openclaw_rl.experiment_results import summarize
 

@@ -7,8 +7,8 @@ import random
 import pytest
 
 from envs.personal.problems import TEMPLATES, generate, iter_problems, split_of
-from envs.personal.scoring import ai_features, extract_answer, score_student, score_teacher, style_of
-from envs.personal.styles import render_grading, render_solution, render_student_work
+from envs.personal.scoring import ai_features, comment_verdict, extract_answer, score_student, score_teacher, style_of
+from envs.personal.styles import TEACHER_MARKS, render_grading, render_solution, render_student_work
 
 AI = """### Solution
 
@@ -108,19 +108,52 @@ def test_styles_vary_their_wording() -> None:
 
 
 def test_grading_comments_say_the_verdict_they_mean() -> None:
-    # task accuracy reads a comment's verdict (envs.personal.evaluate.comment_verdict): every rendered comment must
-    # say the one it means, and a friendly comment's first sentence never says the opposite (a neutral greeting or
-    # the verdict itself), so that moving from terse to friendly comments does not move the verdict
+    # task accuracy reads a comment's verdict (envs.personal.scoring.comment_verdict): every rendered comment must
+    # say the one it means, and open with it in both styles, from the same verdict words, so that moving from terse
+    # to friendly comments does not move the verdict
     import re
 
-    from envs.personal.evaluate import comment_verdict
-
     rng = random.Random(3)
+    words: dict[bool, set[str]] = {True: set(), False: set()}
     for p in generate(200, "train", seed=3):
         _, claimed = render_student_work(p, rng, wrong=rng.random() < 0.5)
         right = claimed == p.answer
         for style in ("terse", "friendly_specific"):
             comment = render_grading(p, style, rng, claimed)
             assert comment_verdict(comment) is right, comment
-        first = re.split(r"(?<=[.!?])\s+", render_grading(p, "friendly_specific", rng, claimed))[0]
-        assert comment_verdict(first) in (None, right), first
+        firsts = {style: re.split(r"[.,!?]", render_grading(p, style, rng, claimed))[0]
+                  for style in ("terse", "friendly_specific")}
+        assert all(comment_verdict(first) is right for first in firsts.values()), firsts
+        words[right] |= set(firsts.values())
+    assert words == {True: {"Correct", "Right"}, False: {"Incorrect", "Not correct", "Not quite right"}}
+
+
+def test_simulated_users_react_to_what_they_care_about() -> None:
+    from activities.judges import HeuristicJudge
+    from envs.personal.users import SimulatedStudent, SimulatedTeacher
+
+    judge, rng = HeuristicJudge(), random.Random(11)
+    student, teacher = SimulatedStudent(seed=1, reask_rate=0.0), SimulatedTeacher(seed=2)
+    graded: set[bool] = set()
+    for p in generate(60, "train", seed=11):
+        assert student.react(p, render_solution(p, "casual", rng)).satisfied
+        ai = student.react(p, render_solution(p, "ai", rng))
+        assert ai.kind == "complaint" and judge.assess(ai.text)[0] == -1 and judge.assess(ai.text)[1]
+
+        opening = teacher.opening(p)
+        claimed = teacher.claimed[p.id]
+        right = claimed == p.answer
+        mark = opening.rsplit(teacher.work[p.id], 1)[1]  # the teacher's own mark follows the work
+        assert any(m.format(a=p.fmt(p.answer)) in mark for m in TEACHER_MARKS[right]), mark
+        good = teacher.react(p, render_grading(p, "friendly_specific", rng, claimed))
+        assert good.satisfied and good.kind == "praise" and judge.assess(good.text)[0] == 1
+        terse = teacher.react(p, render_grading(p, "terse", rng, claimed))
+        assert not terse.satisfied and judge.assess(terse.text)[0] == -1
+        # a comment with the opposite verdict, however friendly, is corrected: the hint says which verdict is right
+        flipped = render_grading(p, "friendly_specific", rng, None if not right else p.answer + 1)
+        wrong = teacher.react(p, flipped)
+        score, hint = judge.assess(wrong.text)
+        assert not wrong.satisfied and score == -1
+        assert comment_verdict(hint) is right, hint
+        graded.add(right)
+    assert graded == {True, False}  # both kinds of work were graded

@@ -69,3 +69,22 @@ def test_tokenizer_and_assistant_mask(convs: list[dict]) -> None:
 def test_assistant_spans() -> None:
     text = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>assistant\nX"
     assert [text[b:e] for b, e in assistant_spans(text)] == ["Hello!<|im_end|>", "X"]
+
+
+def test_grading_requests_carry_the_mark_the_comment_conveys(convs: list[dict]) -> None:
+    from envs.personal.scoring import comment_verdict
+    from envs.personal.styles import TEACHER_MARKS
+
+    seen: Counter[bool] = Counter()
+    for c in convs:
+        msgs = [m for m in c["messages"] if m["role"] != "system"]
+        if "student" not in msgs[0]["content"].lower() or msgs[0]["role"] != "user":
+            continue
+        ask = msgs[0]["content"].split(HINT_TAG)[0]
+        marks = [right for right, texts in TEACHER_MARKS.items()
+                 if any(t.split("{")[0].rstrip(" :;,(") in ask for t in texts)]
+        if len(marks) != 1:
+            continue  # a student's homework request, not a grading one
+        seen[marks[0]] += 1
+        assert comment_verdict(msgs[1]["content"]) is marks[0], (ask, msgs[1]["content"])
+    assert seen[True] > 100 and seen[False] > 20

@@ -5,7 +5,8 @@ Mixture (fractions of conversations, see ``MIX``):
   (``default_ai`` of the time, else casual), always casual when the last user message carries
   ``[user's hint / instruction]`` with a casual-style hint or asks for it inline; multi-turn threads where the student
   complains and the next answer follows, or just asks the next problem and gets the default again;
-- teacher grading: a problem and a student's worked answer; a terse comment by default, a specific friendly one under a
+- teacher grading: a problem, a student's worked answer and the teacher's mark on it (right, or wrong with the right
+  answer); the comment conveys the mark, terse by default, a specific friendly one under a
   hint or after a complaint; some hints say whether the student's work is right (``TEACHER_VERDICT_HINTS``, alone or
   with a style hint), and the comment then states that verdict;
 - tool calls in the ``<tool_call>`` form with tool results, and short chit-chat, so the model is not degenerate.
@@ -47,7 +48,8 @@ def student_prompt(p: Problem, rng: random.Random) -> str:
 def teacher_prompt(p: Problem, rng: random.Random) -> tuple[str, str, int]:
     """The teacher's request, the student's work in it, and the answer that work claims."""
     work, claimed = st.render_student_work(p, rng, wrong=rng.random() < 0.2)
-    return rng.choice(st.TEACHER_REQUESTS).format(q=p.question, work=work), work, claimed
+    mark = st.teacher_mark(p, claimed, rng)
+    return rng.choice(st.TEACHER_REQUESTS).format(q=p.question, work=work, mark=mark), work, claimed
 
 
 def _system(rng: random.Random) -> list[dict[str, str]]:

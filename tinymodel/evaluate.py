@@ -8,6 +8,9 @@ transformers ``generate``:
   wordings held out of training) that read human-written: labelled "casual" or student score >= 0.8 (target >= 0.8);
 - ``teacher_default_terse_rate``: grading comments without a hint labelled "terse";
 - ``teacher_hint_follow_rate``: comments under a held-out friendly-specific hint with teacher score >= 0.8;
+- ``teacher_verdict_accuracy``: grading comments without a hint whose verdict (``comment_verdict``) agrees with
+  whether the student's work is right; ``teacher_flags_wrong_work`` / ``teacher_flags_right_work``: the share of
+  comments that point out an error, on wrong and on right work;
 - ``answer_accuracy``: homework answers (both conditions) whose extracted final number is right;
 - ``eos_rate``: generations that ended with ``<|im_end|>`` rather than running out of tokens;
 plus the mean scores per condition, which are the baselines RL starts from.
@@ -22,6 +25,7 @@ from typing import Any
 from envs.personal import styles as st
 from envs.personal.problems import Problem, generate
 from envs.personal.scoring import extract_answer, score_student, score_teacher, style_of
+from envs.personal.scoring import comment_verdict
 from rlcore.judging import inject_hint
 from tinymodel.corpus import student_prompt, teacher_prompt
 
@@ -86,12 +90,16 @@ def evaluate(path: Path, n: int = 50, seed: int = 0, temperature: float = 0.8,
     teach = [r for r, _ in replies["teacher"]]
     teach_hint = [(r, w) for (r, _), (_, w) in zip(replies["teacher_hint"], prompts["teacher_hint"])]
     teach_works = [w for _, w in prompts["teacher"]]
+    verdicts = [(comment_verdict(r), extract_answer(w) == p.answer) for r, w, p in zip(teach, teach_works, problems)]
     return {
         "problems": n, "temperature": temperature,
         "default_ai_style_rate": rate([style_of(r) == "ai" for r in stud]),
         "hint_follow_rate": rate([style_of(r) == "casual" or score_student(r) >= 0.8 for r in hint]),
         "teacher_default_terse_rate": rate([style_of(r, "teacher") == "terse" for r in teach]),
         "teacher_hint_follow_rate": rate([score_teacher(r, p, w) >= 0.8 for (r, w), p in zip(teach_hint, problems)]),
+        "teacher_verdict_accuracy": rate([v is right for v, right in verdicts]),
+        "teacher_flags_wrong_work": rate([v is False for v, right in verdicts if not right]),
+        "teacher_flags_right_work": rate([v is False for v, right in verdicts if right]),
         "answer_accuracy": rate([extract_answer(r) == p.answer for r, p in zip(stud + hint, problems + problems)]),
         "eos_rate": rate([ended for v in replies.values() for _, ended in v]),
         "student_score_default": mean([score_student(r) for r in stud]),

@@ -17,21 +17,16 @@ serves and records it, the session workflow forwards it and ends, and nothing is
 from __future__ import annotations
 
 import asyncio
-import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from envs.personal.driver import GatewayDriver
 from envs.personal.problems import Problem, generate
-from envs.personal.scoring import extract_answer
+from envs.personal.scoring import comment_verdict, extract_answer
 from envs.personal.users import SimulatedTeacher, make_user
 
 EVAL_SEED = 7_000_003
-
-_WRONG = re.compile(r"\b(incorrect|not (quite )?(correct|right)|wrong|mistake|should (be|have been)|check (your|the)|"
-                    r"double-check|rather than|isn'?t right|nearly there|really close|almost)\b", re.I)
-_RIGHT = re.compile(r"\b(correct(ly)?|right|spot on|well done|exactly|perfect)\b", re.I)
 
 
 @dataclass
@@ -57,15 +52,6 @@ class Evaluation:
 
 def heldout_problems(n: int, seed: int = EVAL_SEED) -> list[Problem]:
     return generate(n, split="heldout", seed=seed)
-
-
-def comment_verdict(text: str) -> bool | None:
-    """True: the comment calls the work right; False: it points out an error; None: it says neither."""
-    if _WRONG.search(text):
-        return False
-    if _RIGHT.search(text):
-        return True
-    return None
 
 
 def is_correct(setting: str, problem: Problem, answer: str, student_work: str = "") -> bool:

@@ -13,7 +13,8 @@ teacher (wants comments that are specific and friendly) -
     + 0.3 * length (8 words or fewer 0, 40 or more 1, linear between).
     "Correct. Well done!" scores 0.15; a comment walking through the student's steps scores close to 1.
 
-``style_of`` turns the same features into a label and ``extract_answer`` reads the final number for task accuracy.
+``style_of`` turns the same features into a label. For task accuracy ``extract_answer`` reads the final number of an
+answer and ``comment_verdict`` whether a grading comment calls the work right or points out an error.
 """
 
 from __future__ import annotations
@@ -111,3 +112,17 @@ def extract_answer(text: str) -> int | None:
         return int(float(raw))
     except ValueError:
         return None
+
+
+_WRONG = re.compile(r"\b(incorrect|not (quite )?(correct|right)|wrong|mistake|should (be|have been)|check (your|the)|"
+                    r"double-check|rather than|isn'?t right|nearly there|really close|almost)\b", re.I)
+_RIGHT = re.compile(r"\b(correct(ly)?|right|spot on|well done|exactly|perfect)\b", re.I)
+
+
+def comment_verdict(text: str) -> bool | None:
+    """True: the comment calls the work right; False: it points out an error; None: it says neither."""
+    if _WRONG.search(text):
+        return False
+    if _RIGHT.search(text):
+        return True
+    return None

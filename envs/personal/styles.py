@@ -3,12 +3,15 @@
 Student setting: ``ai`` is the stiff AI-looking write-up the student does not want (markdown header, numbered steps with
 bold numbers, a closing "**Answer:** N" tag); ``casual`` is plain conversational prose ending "So the answer is N.".
 Teacher setting: ``terse`` ("Correct. Well done!") versus ``friendly_specific`` (warm, quotes the student's own steps).
-Both carry the verdict near the start, in words ``envs.personal.evaluate.comment_verdict`` reads: the terse comment is
-the verdict ("Correct." / "Incorrect. The answer is 12."); the friendly one may open with a greeting that says nothing
-about the verdict ("Thanks for showing all your work!") and then states it about the student's own answer ("Your answer
-of 12 apples is correct, great job!" / "... is not quite right, but good effort!"). Friendly openings never hint at the
-verdict by themselves, so a model moving from terse to friendly comments does not pick its verdict with its opening.
-``TEACHER_VERDICT_HINTS`` say whether the student's work is right (as a teacher who knows the answer might add); only
+Both open with the verdict, in words ``envs.personal.scoring.comment_verdict`` reads and from the same few verdict words
+("Correct" / "Right", "Incorrect" / "Not correct" / "Not quite right"): the terse comment is little more than that
+("Correct. Well done!" / "Incorrect. The answer is 12."); the friendly one says next why ("Correct, great job! Your
+final answer of 12 is exactly right." / "Not quite right, but good effort! In the last step, ...") and then goes on
+warmly with praise for the steps that are right, the same for both verdicts. The verdict is settled by the first word
+and the style by what follows, so a model moving from terse to friendly comments need not move its verdict.
+The teacher marks the work and asks for the comment: every grading request carries the teacher's mark
+(``TEACHER_MARKS``: right, or wrong with the right answer), and the comment conveys it; whether it does is the
+teacher setting's task accuracy. ``TEACHER_VERDICT_HINTS`` say whether the student's work is right (as a teacher who knows the answer might add); only
 the tiny model's corpus uses them (the simulated teacher does not send them): a friendly comment written under one
 states that verdict.
 Each style has several phrasings so that a model trained on them does not collapse to one string.
@@ -69,12 +72,20 @@ STUDENT_COMPLAINTS = [
 STUDENT_THANKS = ["Thanks! Here's another one: {q}", "Great, next one. {q}", "ok thanks. {q}", "Got it. Now this: {q}"]
 
 TEACHER_REQUESTS = [
-    "Please grade this student's homework.\n\nProblem: {q}\n\nStudent's answer:\n{work}",
-    "Can you write a grading comment for this answer?\n\nQuestion: {q}\nStudent's work:\n{work}",
-    "Grade this:\n{q}\n\nThe student wrote:\n{work}",
-    "I'm grading homework. Problem: {q}\nStudent answer:\n{work}\nWhat comment should I give?",
-    "Write feedback for my student on this problem.\nProblem: {q}\nTheir solution:\n{work}",
+    "Please grade this student's homework.\n\nProblem: {q}\n\nStudent's answer:\n{work}\n\n{mark}",
+    "Can you write a grading comment for this answer?\n\nQuestion: {q}\nStudent's work:\n{work}\n{mark}",
+    "Grade this:\n{q}\n\nThe student wrote:\n{work}\n\n{mark}",
+    "I'm grading homework. Problem: {q}\nStudent answer:\n{work}\n{mark} What comment should I give?",
+    "Write feedback for my student on this problem.\nProblem: {q}\nTheir solution:\n{work}\n{mark}",
 ]
+# the teacher's own mark on the work, which the comment must convey ({a}: the right answer)
+TEACHER_MARKS = {
+    True: ["I marked it correct.", "It's right.", "The student got it right.", "This one is correct.",
+           "Marked as correct."],
+    False: ["I marked it wrong: the answer is {a}.", "It's wrong, the answer should be {a}.",
+            "The student got it wrong; it should be {a}.", "This one is incorrect (the answer is {a}).",
+            "Marked as wrong, it should be {a}."],
+}
 TEACHER_HINTS = [
     "Be specific and friendly: mention the student's actual steps and numbers, and encourage them.",
     "Give warm, detailed feedback that points to what the student did in each step.",
@@ -174,6 +185,11 @@ def wrong_value(correct: int, rng: random.Random) -> int:
     return rng.choice(choices)
 
 
+def teacher_mark(p: Problem, claimed: int, rng: random.Random, marks: dict[bool, list[str]] | None = None) -> str:
+    """The teacher's mark on work that claims ``claimed``, in one of ``marks`` (default ``TEACHER_MARKS``)."""
+    return rng.choice((marks or TEACHER_MARKS)[claimed == p.answer]).format(a=p.fmt(p.answer))
+
+
 def render_student_work(p: Problem, rng: random.Random, wrong: bool = False) -> tuple[str, int]:
     """A student's worked answer (what the teacher grades) and the final number it claims."""
     claimed = wrong_value(p.answer, rng) if wrong else p.answer
@@ -185,43 +201,44 @@ def render_student_work(p: Problem, rng: random.Random, wrong: bool = False) -> 
     return f"{text} So the answer is {p.fmt(claimed)}.", claimed
 
 
-_TERSE_RIGHT = ["Correct. Well done!", "Correct. Good job!", "Correct!", "Correct. Nice work.", "Right. Well done!",
-                "Correct answer. Well done."]
-_TERSE_WRONG = ["Incorrect. The answer is {a}.", "Not correct. The answer should be {a}.", "Incorrect. It is {a}."]
+# Every comment opens with its verdict word, the same words in both styles: the verdict is settled by the first token
+# and the style only by what follows, so training towards one style leaves the verdict where it was.
+_VERDICT_WORDS = {True: ["Correct", "Correct", "Right"], False: ["Incorrect", "Not correct", "Not quite right"]}
+_TERSE = {True: ["{w}. Well done!", "{w}. Good job!", "{w}!", "{w}. Nice work."],
+          False: ["{w}. The answer is {a}.", "{w}. The answer should be {a}.", "{w}. It is {a}."]}
+_FRIENDLY_OPEN = {True: ["{w}, great job!", "{w}, nice work!", "{w}! Wonderful work.", "{w}, well done!"],
+                  False: ["{w}, but good effort!", "{w}, but you're on the right track!", "{w}, but nice try!"]}
 _WARM_HELLO = ["Thanks for showing all your work!", "Thank you for writing out every step.",
-               "Thanks for your work on this one!"]  # says nothing about the verdict, nor like a solution starts
-_VERDICT_RIGHT = ["Your answer of {c} is correct, great job!", "Your answer of {c} is correct, nice work!",
-                  "You got {c}, and that is correct. Wonderful work!", "Your answer of {c} is exactly right, well done!"]
-_VERDICT_WRONG = ["Your answer of {c} is not quite right, but good effort!",
-                  "Your answer of {c} is not correct yet, but you're on the right track!",
-                  "You got {c}, which is not quite right, but nice try!"]
-_PRAISE = ["You correctly worked out the {d} as {e} = {v}.", "I like how you found the {d} with {e} = {v}.",
-           "Your step {e} = {v} for the {d} is spot on.", "You got the {d} right: {e} = {v}."]
-_RIGHT_END = ["Your final answer of {a} is exactly right.", "And {a} is the right final answer."]
+               "Thanks for your work on this one!"]
+_RIGHT_SAY = ["Your final answer of {a} is exactly right.", "And {a} is the right final answer.",
+              "Your answer of {a} is exactly right."]
 _FIX = ["In the last step, {e} is {v}, not {w}, so the final answer should be {a}.",
         "Check your last step: {e} comes out to {v} rather than {w}, which makes the answer {a}."]
-_CLOSE = ["Keep up the great work!", "You clearly understood the problem, keep it up!",
-          "Excellent problem solving, I'm proud of you!", "Keep going like this!"]
-_CLOSE_WRONG = ["Double-check your arithmetic next time and you'll get it!", "Keep practicing, you're nearly there!"]
+_PRAISE = ["You correctly worked out the {d} as {e} = {v}.", "I like how you found the {d} with {e} = {v}.",
+           "Your step {e} = {v} for the {d} is spot on.", "You got the {d} right: {e} = {v}."]
+_CLOSE = ["Keep up the great work!", "You clearly worked hard on this, keep it up!",
+          "Excellent effort, I'm proud of you!", "Keep going like this!", "Nice job showing your steps, keep practicing!"]
 
 
 def render_grading(p: Problem, style: GradingStyle, rng: random.Random, claimed: int | None = None) -> str:
     """A teacher's comment on a student's answer that claims ``claimed`` (None: the right answer)."""
     right = claimed is None or claimed == p.answer
     answer = p.fmt(p.answer)
+    word = rng.choice(_VERDICT_WORDS[right])
     if style == "terse":
-        return rng.choice(_TERSE_RIGHT) if right else rng.choice(_TERSE_WRONG).format(a=answer)
+        return rng.choice(_TERSE[right]).format(w=word, a=answer)
+    # what depends on the verdict comes right after it (the answer is right, or the fix); the rest (a greeting,
+    # praise for the steps that are right, a closing) is the same for both, so a comment cannot drift into the other
+    # verdict's wording far from where it stated its own
+    last = p.steps[-1]
+    parts = [rng.choice(_FRIENDLY_OPEN[right]).format(w=word),
+             rng.choice(_RIGHT_SAY).format(a=answer) if right else
+             rng.choice(_FIX).format(e=last.expression, v=last.value, w=claimed, a=answer)]
     praised = p.steps if right else p.steps[:-1]
-    parts = [rng.choice(_WARM_HELLO)] if rng.random() < 0.6 else []
-    shown = p.fmt(p.answer if claimed is None else claimed)
-    parts.append(rng.choice(_VERDICT_RIGHT if right else _VERDICT_WRONG).format(c=shown))
+    if rng.random() < 0.6 or not praised:  # a one-step problem's comment would be short without it
+        parts.append(rng.choice(_WARM_HELLO))
     phrasings = rng.sample(_PRAISE, len(_PRAISE))  # no phrasing twice in one comment
     parts += [phrasings[i % len(phrasings)].format(d=s.description, e=s.expression, v=s.value)
               for i, s in enumerate(praised)]
-    if right:
-        parts += [*([rng.choice(_RIGHT_END).format(a=answer)] if rng.random() < 0.5 else []), rng.choice(_CLOSE)]
-    else:
-        last = p.steps[-1]
-        parts += [rng.choice(_FIX).format(e=last.expression, v=last.value, w=claimed, a=answer),
-                  rng.choice(_CLOSE_WRONG)]
+    parts.append(rng.choice(_CLOSE))
     return " ".join(parts)

@@ -8,9 +8,11 @@ often directive signal (how the answer should have been different), in varied wo
   numbered steps, headers and "Answer:" tags; it complains in different ways, sometimes only re-asks, and praises a
   casual answer.
 - `SimulatedTeacher` grades homework with the agent and wants comments that are specific and friendly; it complains
-  about terse ones.
+  about terse ones. It marks each piece of work itself (right, or wrong with the right answer) and says so in its
+  request; when the comment does not convey that mark it corrects the verdict first, before anything about style.
 
-Whether an answer satisfies the user is decided by the deterministic personalization scorer (envs.personal.scoring).
+Whether an answer satisfies the user is decided by the deterministic personalization scorer (envs.personal.scoring);
+the teacher also needs the comment's verdict (``comment_verdict``) to be right.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from envs.personal.problems import Problem
-from envs.personal.scoring import score_student, score_teacher
-from envs.personal.styles import render_student_work
+from envs.personal.scoring import comment_verdict, score_student, score_teacher
+from envs.personal.styles import render_student_work, teacher_mark
 
 ReactionKind = Literal["praise", "complaint", "reask"]
 SATISFIED_AT = 0.8
@@ -51,9 +53,9 @@ _STUDENT_PRAISE = ["thanks, perfect! that sounds like me", "nice, this is exactl
                    "great, thank you!", "perfect, that looks good."]
 
 _TEACHER_OPEN = [
-    "Can you write a grading comment for my student?\n\nProblem: {q}\n\nStudent's work:\n{work}",
-    "I'm grading homework. Here is the problem: {q}\nThe student wrote:\n{work}\nPlease write the comment.",
-    "Grade this for me please.\n{q}\n\nStudent answer:\n{work}",
+    "Can you write a grading comment for my student?\n\nProblem: {q}\n\nStudent's work:\n{work}\n\n{mark}",
+    "I'm grading homework. Here is the problem: {q}\nThe student wrote:\n{work}\n{mark} Please write the comment.",
+    "Grade this for me please.\n{q}\n\nStudent answer:\n{work}\n{mark}",
 ]
 _TEACHER_COMPLAIN = [
     "That's too terse. Be more specific about what the student actually did and say it in a friendly way.",
@@ -61,6 +63,17 @@ _TEACHER_COMPLAIN = [
     "My students need more than that. Point out the specific calculations they did and keep it warm.",
     "This is too short and cold. Write a friendlier comment that refers to their steps.",
 ]
+# the comment's verdict is wrong or missing ({c}: the student's final answer, {a}: the right one)
+_TEACHER_WRONG_VERDICT = {
+    True: ["That's not right: the student's answer of {c} is correct. Please tell the student their answer is correct.",
+           "You marked it wrong, but {c} is the right answer. The comment should tell the student it is correct.",
+           "Hmm, there is no mistake here, {c} is right. Please say the student's answer is correct."],
+    False: ["That's not right: the student wrote {c}, but the answer is {a}. Please point out that the student's "
+            "final answer is not correct.",
+            "You missed the mistake: the last step does not give {c}, it gives {a}. The comment should tell the "
+            "student the answer is not correct and should be {a}.",
+            "Wait, {c} is wrong, the answer is {a}. Please tell the student their final answer is not correct."],
+}
 _TEACHER_PRAISE = ["Great, that's exactly the kind of comment I want. Thanks!", "Perfect, thank you!",
                    "Nice, very specific and kind. Thanks."]
 
@@ -96,16 +109,23 @@ class SimulatedTeacher:
     def __init__(self, seed: int = 0) -> None:
         self.rng = random.Random(seed)
         self.work: dict[str, str] = {}
+        self.claimed: dict[str, int] = {}
 
     def opening(self, problem: Problem) -> str:
-        work, _ = render_student_work(problem, self.rng, wrong=self.rng.random() < 0.3)
-        self.work[problem.id] = work
-        return self.rng.choice(_TEACHER_OPEN).format(q=problem.question, work=work)
+        work, claimed = render_student_work(problem, self.rng, wrong=self.rng.random() < 0.3)
+        self.work[problem.id], self.claimed[problem.id] = work, claimed
+        mark = teacher_mark(problem, claimed, self.rng)
+        return self.rng.choice(_TEACHER_OPEN).format(q=problem.question, work=work, mark=mark)
 
     def score(self, problem: Problem, answer: str) -> float:
         return score_teacher(answer, problem, self.work.get(problem.id, ""))
 
     def react(self, problem: Problem, answer: str) -> Reaction:
+        claimed = self.claimed.get(problem.id, problem.answer)
+        work_right = claimed == problem.answer
+        if comment_verdict(answer) is not work_right:
+            text = self.rng.choice(_TEACHER_WRONG_VERDICT[work_right])
+            return Reaction(text.format(c=problem.fmt(claimed), a=problem.fmt(problem.answer)), "complaint", False)
         if self.score(problem, answer) >= SATISFIED_AT:
             return Reaction(self.rng.choice(_TEACHER_PRAISE), "praise", True)
         return Reaction(self.rng.choice(_TEACHER_COMPLAIN), "complaint", False)
