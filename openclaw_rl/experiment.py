@@ -42,11 +42,15 @@ from openclaw_rl.settings import Settings, get_settings
 from openclaw_rl.stack import Service, Stack, engine_service, gateway_service, port_open, stop_pid, \
     temporal_service, worker_service
 
-# The paper's 1e-5 is for 4-32B models. On the 1M-parameter default tiny model (combined method, 108 held-out
-# problems; runs of the same seed differ, since training overlaps the conversations): 7e-4 took the student score
-# 0.11 -> 0.95 in 36 interactions (3 seeds) and the teacher score 0.11 -> 0.86 +- 0.14 in 24 (6 seeds, verdict
-# accuracy 0.74 -> 0.66); 1e-3 gave 0.95 and 0.91, with teacher verdict accuracy 0.74 -> 0.60 (3 seeds, its comments
-# start to contradict themselves); 5e-4 left the teacher at 0.73 (3 seeds).
+# The paper's 1e-5 is for 4-32B models. On the 1M-parameter default tiny model, combined method, 108 held-out
+# problems, the teacher after 24 interactions (score from 0.16; task accuracy, the comment conveys the mark, from 1.0):
+#   lr 5e-4: score 0.63, accuracy 1.00 (3 seeds)
+#   lr 7e-4: score 0.81 +- 0.15, accuracy 0.96 +- 0.07 (6 seeds; 0.82 and 1.00 in another 3-seed run)
+#   lr 8.5e-4: score 0.90 +- 0.03, accuracy 0.95 +- 0.07 (6 seeds)
+#   lr 1e-3: score 0.86 +- 0.06, accuracy 0.93 +- 0.02 (6 seeds)
+# Larger steps learn the style faster and garble more comments (a right verdict followed by "check your last step");
+# 7e-4 is the largest of these that keeps the accuracy within 5 points. Runs of the same seed differ: training overlaps the
+# conversations, so batches fill in a different order.
 DEFAULT_LR = 7e-4
 METHODS = ("binary", "opd", "combined")
 

@@ -11,9 +11,9 @@ warmly with praise for the steps that are right, the same for both verdicts. The
 and the style by what follows, so a model moving from terse to friendly comments need not move its verdict.
 The teacher marks the work and asks for the comment: every grading request carries the teacher's mark
 (``TEACHER_MARKS``: right, or wrong with the right answer), and the comment conveys it; whether it does is the
-teacher setting's task accuracy. ``TEACHER_VERDICT_HINTS`` say whether the student's work is right (as a teacher who knows the answer might add); only
-the tiny model's corpus uses them (the simulated teacher does not send them): a friendly comment written under one
-states that verdict.
+teacher setting's task accuracy. ``TEACHER_VERDICT_HINTS`` say whether the student's work is right, as a hint
+extracted from a teacher's correction would; only the tiny model's corpus uses them (the simulated teacher corrects in
+its own words): a friendly comment written under one states that verdict.
 Each style has several phrasings so that a model trained on them does not collapse to one string.
 
 The phrase lists (requests, hints, complaints) are the users' side of the conversation; ``*_HINTS_HELDOUT`` are kept
@@ -217,7 +217,8 @@ _FIX = ["In the last step, {e} is {v}, not {w}, so the final answer should be {a
 _PRAISE = ["You correctly worked out the {d} as {e} = {v}.", "I like how you found the {d} with {e} = {v}.",
            "Your step {e} = {v} for the {d} is spot on.", "You got the {d} right: {e} = {v}."]
 _CLOSE = ["Keep up the great work!", "You clearly worked hard on this, keep it up!",
-          "Excellent effort, I'm proud of you!", "Keep going like this!", "Nice job showing your steps, keep practicing!"]
+          "Excellent effort, I'm proud of you!", "Keep going like this!",
+          "Nice job showing your steps, keep practicing!"]
 
 
 def render_grading(p: Problem, style: GradingStyle, rng: random.Random, claimed: int | None = None) -> str:

@@ -65,10 +65,11 @@ _TEACHER_COMPLAIN = [
 ]
 # the comment's verdict is wrong or missing ({c}: the student's final answer, {a}: the right one)
 _TEACHER_WRONG_VERDICT = {
-    True: ["That's not right: the student's answer of {c} is correct. Please tell the student their answer is correct.",
-           "You marked it wrong, but {c} is the right answer. The comment should tell the student it is correct.",
+    True: ["That's not right: I marked it correct, {c} is the right answer. Please tell the student it is correct.",
+           "Your comment says it's wrong, but {c} is the right answer. The comment should tell the student it is "
+           "correct.",
            "Hmm, there is no mistake here, {c} is right. Please say the student's answer is correct."],
-    False: ["That's not right: the student wrote {c}, but the answer is {a}. Please point out that the student's "
+    False: ["That's not right: I marked it wrong, the answer is {a}, not {c}. Please point out that the student's "
             "final answer is not correct.",
             "You missed the mistake: the last step does not give {c}, it gives {a}. The comment should tell the "
             "student the answer is not correct and should be {a}.",
