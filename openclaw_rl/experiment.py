@@ -48,6 +48,7 @@ from openclaw_rl.stack import Service, Stack, engine_service, gateway_service, p
 #   lr 7e-4: score 0.81 +- 0.15, accuracy 0.96 +- 0.07 (6 seeds; 0.82 and 1.00 in another 3-seed run)
 #   lr 8.5e-4: score 0.90 +- 0.03, accuracy 0.95 +- 0.07 (6 seeds)
 #   lr 1e-3: score 0.86 +- 0.06, accuracy 0.93 +- 0.02 (6 seeds)
+# The student after 36 interactions at 7e-4 (3 seeds): combined 0.12 -> 0.87 +- 0.17, binary 0.29, OPD 0.23.
 # Larger steps learn the style faster and garble more comments (a right verdict followed by "check your last step");
 # 7e-4 is the largest of these that keeps the accuracy within 5 points. Runs of the same seed differ: training overlaps the
 # conversations, so batches fill in a different order.
