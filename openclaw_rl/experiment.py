@@ -50,8 +50,8 @@ from openclaw_rl.stack import Service, Stack, engine_service, gateway_service, p
 #   lr 1e-3: score 0.86 +- 0.06, accuracy 0.93 +- 0.02 (6 seeds)
 # The student after 36 interactions at 7e-4 (3 seeds): combined 0.12 -> 0.87 +- 0.17, binary 0.29, OPD 0.23.
 # Larger steps learn the style faster and garble more comments (a right verdict followed by "check your last step");
-# 7e-4 is the largest of these that keeps the accuracy within 5 points. Runs of the same seed differ: training overlaps the
-# conversations, so batches fill in a different order.
+# 7e-4 is the largest of these that keeps the accuracy within 5 points. Runs of the same seed differ: training
+# overlaps the conversations, so batches fill in a different order.
 DEFAULT_LR = 7e-4
 METHODS = ("binary", "opd", "combined")
 

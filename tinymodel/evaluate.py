@@ -24,8 +24,7 @@ from typing import Any
 
 from envs.personal import styles as st
 from envs.personal.problems import Problem, generate
-from envs.personal.scoring import extract_answer, score_student, score_teacher, style_of
-from envs.personal.scoring import comment_verdict
+from envs.personal.scoring import comment_verdict, extract_answer, score_student, score_teacher, style_of
 from rlcore.judging import inject_hint
 from tinymodel.corpus import student_prompt, teacher_prompt
 

@@ -185,9 +185,9 @@ def wrong_value(correct: int, rng: random.Random) -> int:
     return rng.choice(choices)
 
 
-def teacher_mark(p: Problem, claimed: int, rng: random.Random, marks: dict[bool, list[str]] | None = None) -> str:
-    """The teacher's mark on work that claims ``claimed``, in one of ``marks`` (default ``TEACHER_MARKS``)."""
-    return rng.choice((marks or TEACHER_MARKS)[claimed == p.answer]).format(a=p.fmt(p.answer))
+def teacher_mark(p: Problem, claimed: int, rng: random.Random) -> str:
+    """The teacher's mark (one of ``TEACHER_MARKS``) on work that claims ``claimed``."""
+    return rng.choice(TEACHER_MARKS[claimed == p.answer]).format(a=p.fmt(p.answer))
 
 
 def render_student_work(p: Problem, rng: random.Random, wrong: bool = False) -> tuple[str, int]:
