@@ -23,6 +23,8 @@ def serve(
     threads: Annotated[int | None, typer.Option(help="torch intra-op threads")] = None,
     incremental_streaming_output: Annotated[bool, typer.Option(
         "--incremental-streaming-output", help="stream deltas instead of cumulative chunks (SGLang's flag)")] = False,
+    disable_radix_cache: Annotated[bool, typer.Option(
+        "--disable-radix-cache", help="compute every prompt in full, keep no prefix cache (SGLang's flag)")] = False,
 ) -> None:
     """Serve a model over SGLang's native HTTP API (subset) with continuous batching and hot weight swaps."""
     import uvicorn
@@ -36,6 +38,7 @@ def serve(
     log_startup("engine")
     config = EngineConfig(model_path=model or s.model_path, max_batch=max_batch, context_length=context_length,
                           weight_version=weight_version, served_model_name=served_model_name, api_key=api_key,
-                          threads=threads, incremental_streaming_output=incremental_streaming_output)
+                          threads=threads, incremental_streaming_output=incremental_streaming_output,
+                          prefix_cache=not disable_radix_cache)
     uvicorn.run(create_app(config), host=host or s.engine_host, port=port or s.engine_port, log_level="warning",
                 access_log=False)

@@ -15,8 +15,9 @@ q_norm/k_norm before rotary, GQA, SwiGLU); q/k/v and gate/up projections are fus
 
 from __future__ import annotations
 
+import itertools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -89,6 +90,9 @@ class LayerWeights:
     down: torch.Tensor  # (H, I)
 
 
+_LOADS = itertools.count()
+
+
 @dataclass
 class Weights:
     """One loaded checkpoint. Requests hold a reference, so an old set lives until its last request finishes."""
@@ -102,6 +106,8 @@ class Weights:
     lm_head: torch.Tensor  # (V, H)
     inv_freq: torch.Tensor  # (d / 2,)
     groups: int = 1  # > 1: a ``mix`` of that many checkpoints (projections concatenated, norms stacked)
+    # One number per load: cached keys/values are reused only by requests on the very weights that computed them
+    uid: int = field(default_factory=lambda: next(_LOADS))
 
 
 def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:

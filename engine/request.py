@@ -35,6 +35,9 @@ class Req:
     # state
     weights: Weights | None = None
     slot: int | None = None
+    cached: int = 0  # prompt tokens whose keys/values were reused from the prefix cache
+    prefilled: int = 0  # prompt tokens whose keys/values are in the slot (prefill runs in chunks across steps)
+    copy_from: tuple[int, int] | None = None  # (slot, tokens): a cached prefix to copy in before the first chunk
     generator: torch.Generator | None = None
     output_ids: list[int] = field(default_factory=list)
     output_logprobs: list[float] = field(default_factory=list)
@@ -48,6 +51,7 @@ class Req:
     events: asyncio.Queue | None = None
     _sent_ids: int = 0
     _sent_text: int = 0
+    _ids: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         if self.sampling.seed is not None:
@@ -60,6 +64,22 @@ class Req:
     @property
     def seq_len(self) -> int:
         return len(self.input_ids) + len(self.output_ids)
+
+    @property
+    def prefill_done(self) -> bool:
+        return self.prefilled >= len(self.input_ids)
+
+    def ids_tensor(self) -> torch.Tensor:
+        """The prompt as an int32 tensor (for prefix matching), built once."""
+        if self._ids is None:
+            self._ids = torch.tensor(self.input_ids, dtype=torch.int32)
+        return self._ids
+
+    def kv_len(self) -> int:
+        """Positions whose keys/values in the slot belong to this request's tokens (the last sampled token has none)."""
+        if not self.prefill_done:
+            return self.prefilled
+        return len(self.input_ids) + max(0, len(self.output_ids) - 1)
 
     def set_abort(self, message: str) -> None:
         if self.finish is None:
@@ -107,7 +127,7 @@ class Req:
         n = len(ids)
         meta: dict[str, Any] = {
             "id": self.rid, "finish_reason": self.finish, "prompt_tokens": len(self.input_ids),
-            "completion_tokens": n, "cached_tokens": 0, "weight_version": self.weights.version,
+            "completion_tokens": n, "cached_tokens": self.cached, "weight_version": self.weights.version,
             "weight_versions": [{"version": self.weights.version, "start": 0, "end": n}],
         }
         if self.return_logprob:

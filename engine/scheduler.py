@@ -1,8 +1,9 @@
 """Continuous batching and weight swaps.
 
 One coroutine owns all request state. Between steps (on the event loop) it drops aborted requests, admits waiting
-ones into free cache slots and pins each to the *current* weight set; then it runs one step (batched prefill of the
-admitted, one batched decode for the running) on a worker thread, and pushes a snapshot to each request's queue.
+ones into free cache slots (reusing a cached prefix of the prompt where one matches) and pins each to the *current*
+weight set; then it runs one step (the next prompt chunks, one batched decode for the running) on a worker thread, and
+pushes a snapshot to each request's queue. Cached prefixes belong to one weight load, so a swap invalidates them.
 
 Weight updates (``update_weights``): the new checkpoint is read on another thread while decoding continues; the swap
 is one assignment on the event loop, so it always lands between steps. Requests already admitted **finish on the
@@ -135,14 +136,14 @@ class Scheduler:
         while self.waiting and len(self.running) + len(admit) < self.max_running and self.runner.free_slots:
             r = self.waiting.popleft()
             r.weights = self.weights
-            r.slot = self.runner.acquire()
+            self.runner.acquire(r)
             admit.append(r)
         return admit
 
     def _publish(self) -> None:
         keep = []
         for r in self.running:
-            if r.finished or r.stream:
+            if r.finished or (r.stream and r.prefill_done):
                 self._push(r)
             if r.finished:
                 self.runner.release(r)
@@ -174,4 +175,5 @@ class Scheduler:
 
     def stats(self) -> dict[str, Any]:
         return {"num_running_reqs": len(self.running), "num_waiting_reqs": len(self.waiting), "paused": self.paused,
-                "steps": self.steps, "weight_version": self.weights.version, "last_swap_seconds": self.last_swap_s}
+                "steps": self.steps, "weight_version": self.weights.version, "last_swap_seconds": self.last_swap_s,
+                **self.runner.pool.stats()}

@@ -3,7 +3,8 @@
 ``create_app(config)`` builds the app; its lifespan loads the model, starts the scheduler and stops it on shutdown.
 Every malformed request is a 400 with ``{"error": {"message": ...}}``; nothing a client sends should give a 500.
 
-Differences from SGLang worth knowing: there is no prefix cache (``/flush_cache`` is a no-op); ``/pause_generation``
+Differences from SGLang worth knowing: the prefix cache reuses whole slots (engine/prefix_cache.py) rather than a radix
+tree of pages, and ``/flush_cache`` forgets the kept prefixes even while requests run; ``/pause_generation``
 mode ``abort`` (SGLang's default) aborts running requests, ``retract`` and ``in_place`` both keep them where they are;
 a weight update never pauses or aborts anything unless ``abort_all_requests`` is set (see engine/scheduler.py), and
 the new checkpoint must share the served model's shapes and tokenizer.
@@ -50,7 +51,7 @@ def build_state(config: EngineConfig) -> EngineState:
     tokenizer = Tokenizer(config.model_path)
     ctx = min(config.context_length or weights.config.max_position_embeddings,
               weights.config.max_position_embeddings)
-    runner = Runner(weights, tokenizer, slots=config.max_batch, context_len=ctx)
+    runner = Runner(weights, tokenizer, slots=config.max_batch, context_len=ctx, prefix_cache=config.prefix_cache)
     scheduler = Scheduler(runner, weights, max_running=config.max_batch)
     return EngineState(config=config, scheduler=scheduler, tokenizer=tokenizer, context_len=ctx,
                        vocab_size=weights.config.vocab_size)
@@ -165,8 +166,8 @@ async def update_weights_from_disk(request: Request, state: State) -> JSONRespon
 
 
 @router.post("/flush_cache")
-async def flush_cache() -> PlainTextResponse:
-    # No prefix cache is kept between requests, so there is nothing to flush.
+async def flush_cache(state: State) -> PlainTextResponse:
+    state.scheduler.runner.pool.flush()
     return PlainTextResponse("Cache flushed.\n")
 
 

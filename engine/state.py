@@ -26,6 +26,7 @@ class EngineConfig:
     api_key: str | None = None
     threads: int | None = None
     incremental_streaming_output: bool = False
+    prefix_cache: bool = True  # reuse the keys/values of a cached prompt prefix (engine/prefix_cache.py)
 
     @property
     def model_name(self) -> str:
