@@ -3,8 +3,10 @@
 - `LLMJudge`: an OpenAI-compatible chat endpoint (SGLang's `/v1/chat/completions`, or any provider) prompted with the
   prompts/ templates.
 - `HeuristicJudge`: no LLM. A rule-based stand-in, named as such everywhere it is used: it reads explicit praise,
-  complaint and correction phrases in the next state and writes a judgement in the same `\\boxed{}` /
-  `[HINT_START]...[HINT_END]` format an LLM judge would, with the corrective sentences as the hint.
+  complaint, confusion and correction phrases in the next state and writes a judgement in the same `\\boxed{}` /
+  `[HINT_START]...[HINT_END]` format an LLM judge would, with the corrective sentences as the hint. A user who is
+  confused ("what?", "that doesn't make sense", "you dropped a number", "where did 19 come from?") rejects the reply,
+  whatever else they say: the vote is -1, as for a complaint.
 """
 
 from __future__ import annotations
@@ -50,14 +52,25 @@ _COMPLAINT = [
     r"\b(fake|artificial)\b", r"\blike (an? )?ai\b", r"\bneed more\b", r"\ban ai\b",
     r"\bmore (specific|friendly|detail|encouraging|casual|natural|human|warm)",
 ]
+# confusion: the user could not make sense of the reply (garbled text, a dropped number, a number from nowhere)
+_CONFUSION = [
+    r"\b(what|huh|eh)\s*\?", r"\bhuh\b", r"\?\?", r"\b(doesn'?t|does not|don'?t|didn'?t) make (any )?sense",
+    r"\bmakes? no sense", r"\b(nonsense|gibberish|garbled|confus(ed|ing))\b", r"\bi don'?t (get|understand)\b",
+    r"\b(can'?t|cannot|couldn'?t) (follow|understand|read|make sense)", r"\bwhat do you mean\b",
+    r"\b(dropped|missing|left out|left off|forgot|skipped|lost) (a |an |the |some |its )?(numbers?|words?|results?)\b",
+    r"\bwhere (did|does|do|is) .{0,40}\bcome from\b", r"\b(broken|breaks off|cut off|incomplete|unfinished)\b",
+    r"\bwhat'?s the (final )?answer\b", r"\bwhere'?s the (final )?answer\b", r"\bnever (said|says|gave|wrote)\b",
+    r"\bwhat('?s| is) \$?\d[\d,]*\s*\?", r"\b(not|isn'?t|wasn'?t) in the (problem|question|(student'?s )?work)\b",
+    r"\bmak(e|ing) (them|it|that|this|numbers?) up\b",
+]
 _PRAISE = [r"\b(thanks|thank you|perfect|great|awesome|nice|love (it|this|that)|much better|exactly|well done|"
            r"looks good|that'?s good|helpful|cool)\b"]
 # a corrective sentence says how the answer should change: a directive verb AND something about form or content
 _DIRECTIVE = [r"\b(write|just|please|use|avoid|make|keep|give|mention|point out|explain|be|instead|should|"
-              r"could you|can you|want|prefer|redo|rewrite|don'?t|no)\b"]
+              r"could you|can you|want|prefer|redo|rewrite|don'?t|no|finish|end|quote|refer|only)\b"]
 _ABOUT = [r"\b(write|writ|explain|format|formatting|bold|headers?|headings?|lists?|steps?|sentences?|paragraph|tone|"
           r"casual|casually|normal|plain|simple|specific|friendly|friendlier|warm|encourag\w*|mention|refer\w*|short|"
-          r"detail\w*|markdown|robotic|human|person|student|numbers|calculations)\b"]
+          r"detail\w*|markdown|robotic|human|person|student|numbers?|calculations?|results?|equations?|answer)\b"]
 
 
 def _matches(patterns: list[str], text: str) -> bool:
@@ -77,7 +90,7 @@ class HeuristicJudge:
         self.latency_s = latency_s  # simulated judging time, to exercise the pipeline as an LLM judge would
 
     def assess(self, text: str) -> tuple[int, str]:
-        complaint = _matches(_COMPLAINT, text)
+        complaint = _matches(_COMPLAINT, text) or _matches(_CONFUSION, text)
         praise = _matches(_PRAISE, text) and not complaint
         score = -1 if complaint else (1 if praise else 0)
         hint = ""
@@ -93,7 +106,8 @@ class HeuristicJudge:
         text = next_state_text(req.next_state)
         score, hint = self.assess(text)
         if req.kind == "prm":
-            why = {1: "The next state praises the response.", -1: "The next state complains about or corrects it.",
+            why = {1: "The next state praises the response.",
+                   -1: "The next state complains about, corrects or cannot make sense of it.",
                    0: "The next state carries no clear evaluation."}[score]
             return f"[heuristic judge] {why} \\boxed{{{score}}}"
         if hint:

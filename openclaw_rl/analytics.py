@@ -18,8 +18,9 @@ but has its documented columns; columns that records carry beyond those are adde
     meta VARCHAR (JSON), version BIGINT (partition), archived BOOLEAN
 ``trained`` (ledger/): sample_id VARCHAR, step BIGINT, trained_at TIMESTAMPTZ, run VARCHAR
 ``experiments`` (experiments/*/results.parquet, written by `openclaw-rl experiment`): experiment, setting, method,
-    seed, run, interactions, phase ('before'|'curve'|'after'), score, accuracy, n_problems, policy_version,
-    samples_trained, train_steps, lr, batch_size, recorded_at (see openclaw_rl.experiment_results)
+    seed, run, interactions, phase ('before'|'curve'|'after'), score, accuracy, degenerate_rate (share of malformed
+    first responses; NULL in results written before it existed), n_problems, policy_version, samples_trained,
+    train_steps, lr, batch_size, recorded_at (see openclaw_rl.experiment_results)
 
 ``version`` and ``date`` (and ``run`` for ``trained``) come from the hive-style folder names. Views see the globs
 that had files when they were made: ``create_views(con, store)`` again (or a new connection) picks up a tree created
@@ -53,10 +54,10 @@ RECORD_COLUMNS = {
     "events": "event VARCHAR, source VARCHAR, message VARCHAR, " + _RECORD_COMMON,
 }
 TRAINED_COLUMNS = "sample_id VARCHAR, step BIGINT, trained_at TIMESTAMPTZ, run VARCHAR"
-EXPERIMENT_COLUMNS = ("experiment VARCHAR, setting VARCHAR, method VARCHAR, seed BIGINT, run VARCHAR, interactions BIGINT, "
-                      "phase VARCHAR, score DOUBLE, accuracy DOUBLE, n_problems BIGINT, policy_version BIGINT, "
-                      "samples_trained BIGINT, train_steps BIGINT, lr DOUBLE, batch_size BIGINT, "
-                      "recorded_at TIMESTAMPTZ")
+EXPERIMENT_COLUMNS = ("experiment VARCHAR, setting VARCHAR, method VARCHAR, seed BIGINT, run VARCHAR, "
+                      "interactions BIGINT, phase VARCHAR, score DOUBLE, accuracy DOUBLE, degenerate_rate DOUBLE, "
+                      "n_problems BIGINT, policy_version BIGINT, samples_trained BIGINT, train_steps BIGINT, lr DOUBLE, "
+                      "batch_size BIGINT, recorded_at TIMESTAMPTZ")
 VIEWS = ("turns", "judgements", "events", "samples", "trained", "experiments")
 
 

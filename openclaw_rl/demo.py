@@ -46,6 +46,8 @@ def report(summary: dict[str, Any], answers: list[dict[str, Any]], keep_up: bool
         table.add_column(col, justify="right" if col else "left")
     table.add_row("personalization score", f"{summary['score_before']:.3f}", f"{summary['score_after']:.3f}")
     table.add_row("task accuracy", f"{summary['accuracy_before']:.3f}", f"{summary['accuracy_after']:.3f}")
+    table.add_row("degenerate rate (malformed, score 0)", f"{summary['degenerate_rate_before']:.3f}",
+                  f"{summary['degenerate_rate_after']:.3f}")
     table.add_row("samples trained", "0", str(summary["samples_trained"]))
     table.add_row("policy versions served", "1", str(summary["policy_versions"]))
     console.print(table)
@@ -53,10 +55,8 @@ def report(summary: dict[str, Any], answers: list[dict[str, Any]], keep_up: bool
     if example:
         before, after = example
         console.print(Panel(before["question"], title="held-out problem (never trained on)"))
-        console.print(Panel(before["answer"].strip() or "(empty)",
-                            title=f"before (policy version {before['policy_version']}, score {before['score']:.2f})"))
-        console.print(Panel(after["answer"].strip() or "(empty)",
-                            title=f"after (policy version {after['policy_version']}, score {after['score']:.2f})"))
+        for phase, item in (("before", before), ("after", after)):
+            console.print(Panel(item["answer"].strip() or "(empty)", title=_answer_title(phase, item)))
     ui = summary["temporal_ui"]
     lines = [f"plot:        {summary['plot']}", f"results:     {summary['results']}",
              f"Temporal UI: {ui} " + ("(up until Ctrl-C)" if keep_up else
@@ -65,6 +65,13 @@ def report(summary: dict[str, Any], answers: list[dict[str, Any]], keep_up: bool
              f"wall time:   {summary['wall_s']:.0f} s"]
     for line in lines:
         console.print(line, soft_wrap=True)  # whole lines, so the commands can be copied
+
+
+def _answer_title(phase: str, item: dict[str, Any]) -> str:
+    title = f"{phase} (policy version {item['policy_version']}, score {item['score']:.2f}"
+    if not item.get("well_formed", True):
+        title += f", malformed: {item.get('malformed_reason', '')}"
+    return title + ")"
 
 
 def samples_query(run: dict[str, Any]) -> str:

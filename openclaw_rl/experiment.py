@@ -280,7 +280,8 @@ class Experiment:
         version = ev.policy_version if ev.policy_version is not None else (status.policy_version if status else 0)
         common = {"experiment": self.id, "setting": self.cfg.setting, "method": method, "seed": seed, "run": run,
                   "interactions": interactions, "phase": phase}
-        self.rows.append({**common, "score": ev.score, "accuracy": ev.accuracy, "n_problems": ev.n,
+        self.rows.append({**common, "score": ev.score, "accuracy": ev.accuracy,
+                          "degenerate_rate": ev.degenerate_rate, "n_problems": ev.n,
                           "policy_version": int(version), "samples_trained": status.samples_trained if status else 0,
                           "train_steps": status.step if status else 0, "lr": self.cfg.lr,
                           "batch_size": self.cfg.batch_size, "recorded_at": time.time()})
@@ -298,7 +299,8 @@ class Experiment:
             "interactions": self.cfg.interactions, "seeds": list(range(self.cfg.seeds)),
             "config": asdict(self.cfg), "plot": str(plot), "results": results_url, "folder": str(self.dir),
             "sql": f"openclaw-rl sql \"SELECT method, seed, interactions, phase, round(score, 3) AS score, "
-                   f"round(accuracy, 3) AS accuracy, policy_version, samples_trained FROM experiments WHERE "
+                   f"round(accuracy, 3) AS accuracy, round(degenerate_rate, 3) AS degenerate_rate, policy_version, "
+                   f"samples_trained FROM experiments WHERE "
                    f"experiment = '{self.id}' ORDER BY method, seed, interactions\"",
             "temporal_ui": f"http://127.0.0.1:{self.s.temporal_ui_port}", "wall_s": round(wall_s, 1)}
         (self.dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
@@ -498,7 +500,9 @@ def personal_command(
         typer.echo(json.dumps(summary, default=str))
         return
     for m, agg in summary["by_method"].items():
-        typer.echo(f"{m}: score {agg['score_before']:.3f} -> {agg['score_after']:.3f}, accuracy "
-                   f"{agg['accuracy_before']:.3f} -> {agg['accuracy_after']:.3f}, samples trained "
-                   f"{agg['samples_trained']}, policy versions {agg['policy_versions']}")
+        typer.echo(f"{m}: score {agg['score_before']:.3f} -> {agg['score_after']:.3f} (worst seed "
+                   f"{agg['score_after_min']:.3f}), accuracy {agg['accuracy_before']:.3f} -> "
+                   f"{agg['accuracy_after']:.3f}, degenerate rate {agg['degenerate_rate_before']:.3f} -> "
+                   f"{agg['degenerate_rate_after']:.3f}, samples trained {agg['samples_trained']}, policy versions "
+                   f"{agg['policy_versions']}")
     typer.echo(f"plot: {summary['plot']}\nresults: {summary['results']}\nquery: {summary['sql']}")

@@ -1,8 +1,9 @@
 """Results of a personal-agent experiment: the Parquet tables, the curve plot and the JSON summary.
 
 ``results.parquet`` has one row per evaluation (the ``experiments`` view of ``openclaw-rl sql``): experiment, setting,
-method, seed, run, interactions, phase ("before" | "curve" | "after"), score, accuracy, n_problems, policy_version,
-samples_trained, train_steps, lr, batch_size, recorded_at. ``answers.parquet`` has every evaluated first response.
+method, seed, run, interactions, phase ("before" | "curve" | "after"), score, accuracy, degenerate_rate (the share of
+malformed first responses, which score 0), n_problems, policy_version, samples_trained, train_steps, lr, batch_size,
+recorded_at. ``answers.parquet`` has every evaluated first response, with ``well_formed`` and ``malformed_reason``.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from typing import Any
 RESULT_COLUMNS = [
     ("experiment", "string"), ("setting", "string"), ("method", "string"), ("seed", "int64"), ("run", "string"),
     ("interactions", "int64"), ("phase", "string"), ("score", "float64"), ("accuracy", "float64"),
-    ("n_problems", "int64"), ("policy_version", "int64"), ("samples_trained", "int64"), ("train_steps", "int64"),
-    ("lr", "float64"), ("batch_size", "int64"), ("recorded_at", "timestamp[us, tz=UTC]"),
+    ("degenerate_rate", "float64"), ("n_problems", "int64"), ("policy_version", "int64"), ("samples_trained", "int64"),
+    ("train_steps", "int64"), ("lr", "float64"), ("batch_size", "int64"), ("recorded_at", "timestamp[us, tz=UTC]"),
 ]
 
 
@@ -58,7 +59,8 @@ def _spread(values: list[float]) -> float:
 
 
 def curve(rows: list[dict[str, Any]], method: str) -> list[dict[str, Any]]:
-    """Mean and spread (standard deviation over seeds) of score and accuracy at each evaluated interaction count."""
+    """Mean and spread (standard deviation over seeds) of score and accuracy, and the mean degenerate rate, at each
+    evaluated interaction count."""
     points: dict[int, list[dict[str, Any]]] = {}
     for r in rows:
         if r["method"] == method:
@@ -67,7 +69,8 @@ def curve(rows: list[dict[str, Any]], method: str) -> list[dict[str, Any]]:
     for x in sorted(points):
         scores, accs = [r["score"] for r in points[x]], [r["accuracy"] for r in points[x]]
         out.append({"interactions": x, "score_mean": _mean(scores), "score_std": _spread(scores),
-                    "accuracy_mean": _mean(accs), "accuracy_std": _spread(accs), "seeds": len(scores)})
+                    "accuracy_mean": _mean(accs), "accuracy_std": _spread(accs),
+                    "degenerate_rate_mean": _mean([r["degenerate_rate"] for r in points[x]]), "seeds": len(scores)})
     return out
 
 
@@ -103,7 +106,7 @@ def plot_curve(rows: list[dict[str, Any]], path: Path, title: str = "") -> Path:
 
 
 def summarize(rows: list[dict[str, Any]], runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Before/after per run and per method (mean and spread over seeds).
+    """Before/after per run and per method (mean and spread over seeds; ``score_after_min``: the worst seed's).
 
     With one method the top-level fields are numbers; with several they map each method to its number.
     """
@@ -116,18 +119,22 @@ def summarize(rows: list[dict[str, Any]], runs: list[dict[str, Any]]) -> dict[st
                          "score_before": round(before["score"], 4), "score_after": round(after["score"], 4),
                          "accuracy_before": round(before["accuracy"], 4),
                          "accuracy_after": round(after["accuracy"], 4),
+                         "degenerate_rate_before": round(before["degenerate_rate"], 4),
+                         "degenerate_rate_after": round(after["degenerate_rate"], 4),
                          **{k: info[k] for k in ("samples_trained", "policy_versions", "policy_version",
                                                  "train_steps", "excluded_stale", "training_run", "store",
                                                  "wall_s") if k in info}})
-    keys = ["score_before", "score_after", "accuracy_before", "accuracy_after", "samples_trained", "policy_versions"]
+    keys = ["score_before", "score_after", "accuracy_before", "accuracy_after", "degenerate_rate_before",
+            "degenerate_rate_after", "samples_trained", "policy_versions"]
     by_method: dict[str, dict[str, Any]] = {}
     for method in dict.fromkeys(p["method"] for p in per_seed):
         mine = [p for p in per_seed if p["method"] == method]
         agg: dict[str, Any] = {k: _mean([p[k] for p in mine]) for k in keys}
+        agg["score_after_min"] = min(p["score_after"] for p in mine)
         agg["spread"] = {k: _spread([p[k] for p in mine]) for k in keys}
         agg["curve"] = curve(rows, method)
         by_method[method] = agg
     out: dict[str, Any] = {"per_seed": per_seed, "by_method": by_method}
-    for k in [*keys, "spread", "curve"]:
+    for k in [*keys, "score_after_min", "spread", "curve"]:
         out[k] = next(iter(by_method.values()))[k] if len(by_method) == 1 else {m: a[k] for m, a in by_method.items()}
     return out

@@ -82,6 +82,7 @@ def test_empty_store_has_documented_columns(tmp_path: Path) -> None:
         assert con.sql(f"SELECT count(*) FROM {view}").fetchone() == (0,)
     assert {"sample_id", "reward", "version", "archived"} <= set(con.sql("SELECT * FROM samples").columns)
     assert con.sql("SELECT * FROM trained").columns == ["sample_id", "step", "trained_at", "run"]
+    assert "degenerate_rate" in con.sql("SELECT * FROM experiments").columns
 
 
 def run_sql(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -31,14 +31,18 @@ def test_report_prints_table_example_and_commands(capsys, monkeypatch, tmp_path)
         run = {"run": "e-combined-s0", "method": "combined", "training_run": "e-combined-s0",
                "store": get_settings().resolved_store_url}
         summary = {"setting": "student", "interactions": 36, "per_seed": [run], "score_before": 0.31,
-                   "score_after": 0.78, "accuracy_before": 0.5, "accuracy_after": 0.55, "samples_trained": 64,
+                   "score_after": 0.78, "accuracy_before": 0.5, "accuracy_after": 0.55,
+                   "degenerate_rate_before": 0.125, "degenerate_rate_after": 0.375, "samples_trained": 64,
                    "policy_versions": 5, "plot": "/x/curve.png", "results": "file:///x/results.parquet",
                    "temporal_ui": "http://127.0.0.1:8233", "sql": "openclaw-rl sql \"SELECT 1\"", "wall_s": 412.0}
-        answers = [_answer("e-combined-s0", "before", "b", 0.1, "### Solution\n**Answer:** 3"),
+        answers = [{**_answer("e-combined-s0", "before", "b", 0.0, "### Solution\n2 + 1 =\n**Answer:** 3"),
+                    "well_formed": False, "malformed_reason": "incomplete equation: '2 + 1 ='"},
                    _answer("e-combined-s0", "after", "b", 1.0, "So the answer is 3.")]
         report(summary, answers, keep_up=False)
         out = capsys.readouterr().out
         assert "0.310" in out and "0.780" in out and "64" in out
+        assert "degenerate rate" in out and "0.125" in out and "0.375" in out
+        assert "malformed: incomplete equation" in out
         assert "### Solution" in out and "So the answer is 3." in out and "question b?" in out
         assert "--keep-up" in out and 'openclaw-rl sql "SELECT 1"' in out
         assert samples_query(run).startswith("openclaw-rl sql")  # the run used the configured store

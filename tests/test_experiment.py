@@ -59,15 +59,34 @@ def test_curve_points_and_fingerprint():
 
 
 def test_summary_single_and_several_methods():
-    rows = [{"run": f"r-{m}", "method": m, "interactions": x, "phase": ph, "score": s, "accuracy": 0.5}
-            for m in ("opd", "combined") for x, ph, s in ((0, "before", 0.2), (4, "after", 0.8))]
+    rows = [{"run": f"r-{m}", "method": m, "interactions": x, "phase": ph, "score": s, "accuracy": 0.5,
+             "degenerate_rate": d} for m in ("opd", "combined") for x, ph, s, d in ((0, "before", 0.2, 0.25),
+                                                                                    (4, "after", 0.8, 0.5))]
     runs = [{"run": f"r-{m}", "method": m, "seed": 0, "samples_trained": 8, "policy_versions": 3,
              "policy_version": 2, "train_steps": 2, "excluded_stale": 0, "wall_s": 1.0} for m in ("opd", "combined")]
     one = summarize(rows[:2], runs[:1])
     assert one["score_before"] == 0.2 and one["score_after"] == 0.8 and one["samples_trained"] == 8
+    assert one["degenerate_rate_before"] == 0.25 and one["degenerate_rate_after"] == 0.5
     assert one["spread"]["score_after"] == 0.0 and [p["interactions"] for p in one["curve"]] == [0, 4]
+    assert [p["degenerate_rate_mean"] for p in one["curve"]] == [0.25, 0.5]
     both = summarize(rows, runs)
     assert both["score_after"] == {"opd": 0.8, "combined": 0.8}
+
+
+def test_summary_worst_seed_and_degenerate_rate_over_seeds():
+    # two seeds of one method: after 0.9 (a tenth malformed) and 0.3 (half malformed)
+    rows = []
+    for seed, after, bad in ((0, 0.9, 0.1), (1, 0.3, 0.5)):
+        rows += [{"run": f"r{seed}", "method": "combined", "interactions": 0, "phase": "before", "score": 0.1,
+                  "accuracy": 0.0, "degenerate_rate": 0.4},
+                 {"run": f"r{seed}", "method": "combined", "interactions": 6, "phase": "after", "score": after,
+                  "accuracy": 0.0, "degenerate_rate": bad}]
+    runs = [{"run": f"r{seed}", "method": "combined", "seed": seed, "samples_trained": 8, "policy_versions": 2}
+            for seed in (0, 1)]
+    s = summarize(rows, runs)
+    assert s["score_after"] == 0.6 and s["score_after_min"] == 0.3
+    assert s["degenerate_rate_before"] == 0.4 and s["degenerate_rate_after"] == 0.3
+    assert [p["degenerate_rate_after"] for p in s["per_seed"]] == [0.1, 0.5]
 
 
 @pytest.mark.slow
@@ -85,10 +104,14 @@ def test_personal_experiment_end_to_end(tmp_path: Path):
     logs = "\n".join(f"--- {p.name}\n{p.read_text()[-2000:]}" for p in (tmp_path / "rt" / "logs").glob("*.log"))
     assert out.returncode == 0, out.stderr[-4000:] + logs
     summary = json.loads(out.stdout)
-    for key in ("score_before", "score_after", "accuracy_before", "accuracy_after", "samples_trained",
-                "policy_versions", "per_seed", "spread", "plot", "results", "curve"):
+    for key in ("score_before", "score_after", "accuracy_before", "accuracy_after", "degenerate_rate_before",
+                "degenerate_rate_after", "score_after_min", "samples_trained", "policy_versions", "per_seed", "spread",
+                "plot", "results", "curve"):
         assert key in summary, key
     assert 0.0 <= summary["score_before"] <= 1.0 and 0.0 <= summary["score_after"] <= 1.0
+    assert 0.0 <= summary["degenerate_rate_before"] <= 1.0 and 0.0 <= summary["degenerate_rate_after"] <= 1.0
+    # with one seed the worst seed is the seed
+    assert summary["score_after_min"] == summary["per_seed"][0]["score_after"]
     assert summary["samples_trained"] > 0
     assert summary["policy_versions"] >= 2
     assert [p["interactions"] for p in summary["curve"]] == [0, 3, 6]
@@ -99,11 +122,12 @@ def test_personal_experiment_end_to_end(tmp_path: Path):
 
     con = open_duckdb(LocalStore(tmp_path / "rt" / "store"))
     try:
-        rows = con.sql(f"SELECT phase, interactions, score, samples_trained, policy_version FROM experiments "
-                       f"WHERE experiment = '{summary['experiment']}' ORDER BY interactions").fetchall()
+        rows = con.sql(f"SELECT phase, interactions, score, samples_trained, policy_version, degenerate_rate FROM "
+                       f"experiments WHERE experiment = '{summary['experiment']}' ORDER BY interactions").fetchall()
         assert [r[:2] for r in rows] == [("before", 0), ("curve", 3), ("after", 6)]
         assert rows[-1][2] == pytest.approx(summary["score_after"], abs=1e-3)
         assert rows[-1][3] == summary["samples_trained"]
+        assert rows[-1][5] == pytest.approx(summary["degenerate_rate_after"], abs=1e-3)
     finally:
         con.close()
     # the interactions fed the run; the evaluations (side turns) were served and recorded, never trained

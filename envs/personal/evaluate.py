@@ -4,7 +4,10 @@
   never asked in the interaction stream (which draws from the train split). Every evaluation uses the same problems,
   the same opening messages (a fresh simulated user seeded with ``EVAL_SEED``) and, when the server honours the
   OpenAI ``seed`` field, the same sampling seed per problem, so before/after differences come from the weights.
-- Personalization score: the deterministic scorer (``user.score``, envs.personal.scoring) on the first response.
+- Personalization score: the deterministic scorer (``user.score``, envs.personal.scoring) on the first response; a
+  malformed response (``flaw_of``: a calculation without its result, a dropped number, a number from nowhere, a broken
+  sentence, no final answer or, for a comment, no verdict) scores 0.
+- Degenerate rate: the share of first responses that are malformed, the reason kept with each answer.
 - Accuracy, student: the final number (``extract_answer``) equals the problem's answer. Teacher: the comment's verdict
   (``comment_verdict``: does it call the work right or wrong?) agrees with whether the student's work was right; a
   comment with no readable verdict counts as wrong.
@@ -23,7 +26,7 @@ from dataclasses import dataclass, field
 
 from envs.personal.driver import GatewayDriver
 from envs.personal.problems import Problem, generate
-from envs.personal.scoring import comment_verdict, extract_answer
+from envs.personal.scoring import comment_verdict, extract_answer, flaw_of
 from envs.personal.users import SimulatedTeacher, make_user
 
 EVAL_SEED = 7_000_003
@@ -38,6 +41,8 @@ class EvalItem:
     score: float
     correct: bool
     policy_version: int | None = None
+    well_formed: bool = True
+    malformed_reason: str = ""  # why it is not well-formed (envs.personal.scoring.Flaw.reason)
 
 
 @dataclass
@@ -48,6 +53,7 @@ class Evaluation:
     n: int
     policy_version: int | None  # the version that served most of the answers (None: the server did not say)
     items: list[EvalItem] = field(default_factory=list)
+    degenerate_rate: float = 0.0  # share of malformed first responses
 
 
 def heldout_problems(n: int, seed: int = EVAL_SEED) -> list[Problem]:
@@ -68,6 +74,7 @@ async def evaluate(driver: GatewayDriver, setting: str, problems: list[Problem],
     user = make_user(setting, seed)
     prompts = [user.opening(p) for p in problems]  # in order: the user's rng makes the same openings every time
     works = [user.work.get(p.id, "") if isinstance(user, SimulatedTeacher) else "" for p in problems]
+    marks = [user.marks.get(p.id, "") if isinstance(user, SimulatedTeacher) else "" for p in problems]
     gate = asyncio.Semaphore(max(1, concurrency))
 
     async def one(i: int, p: Problem) -> EvalItem:
@@ -76,13 +83,16 @@ async def evaluate(driver: GatewayDriver, setting: str, problems: list[Problem],
                                       turn_type="side", done=True, seed=seed + i, temperature=temperature)
         if on_done is not None:
             on_done()
+        flaw = flaw_of(setting, reply.text, p, works[i], marks[i])
         return EvalItem(problem_id=p.id, question=p.question, prompt=prompts[i], answer=reply.text,
                         score=user.score(p, reply.text), correct=is_correct(setting, p, reply.text, works[i]),
-                        policy_version=reply.policy_version)
+                        policy_version=reply.policy_version, well_formed=flaw is None,
+                        malformed_reason=flaw.reason if flaw else "")
 
     items = list(await asyncio.gather(*(one(i, p) for i, p in enumerate(problems))))
     n = len(items)
     versions = Counter(it.policy_version for it in items if it.policy_version is not None)
     return Evaluation(setting=setting, score=sum(it.score for it in items) / n if n else 0.0,
                       accuracy=sum(it.correct for it in items) / n if n else 0.0, n=n,
-                      policy_version=versions.most_common(1)[0][0] if versions else None, items=items)
+                      policy_version=versions.most_common(1)[0][0] if versions else None, items=items,
+                      degenerate_rate=sum(not it.well_formed for it in items) / n if n else 0.0)

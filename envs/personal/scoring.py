@@ -13,6 +13,26 @@ teacher (wants comments that are specific and friendly) -
     + 0.3 * length (8 words or fewer 0, 40 or more 1, linear between).
     "Correct. Well done!" scores 0.15; a comment walking through the student's steps scores close to 1.
 
+Either rubric counts only a well-formed answer (``personalization_score``: 0 for a malformed one), so that broken text
+cannot score by lacking the features the rubric penalizes. ``find_flaw`` / ``well_formed`` (homework answers) and
+``find_comment_flaw`` / ``well_formed_comment`` (grading comments) say what is wrong, checked in this order:
+    empty              nothing but white space;
+    incomplete         an equation without its result ("2 + 11 =" followed by words or nothing), or without a left side;
+    dangling operator  an arithmetic operator without a number on one side ("4 + = 8", "comes to 22 +.");
+    broken sentence    a sentence ending on a function word ("to get the ."), words run together ("theMarbles"), or
+                       the text stopping mid-sentence;
+    unknown number     a number from nowhere. An answer may use the problem's numbers (the question, and the operands
+                       and results of its solution steps: a correct intermediate result is never from nowhere, even
+                       when the answer works it out in words) and the results of its own equations ("17 + 22 = 42"
+                       makes 42 usable: a wrong sum is a wrong answer, task accuracy's business, not broken text):
+                       in a calculation only the results of earlier ones, elsewhere those of any ("The answer is 17.
+                       Here's how I got it: ..." states its result first). A comment may use the problem's numbers,
+                       the student's work and the teacher's mark: it quotes, so its own sums do not count. List
+                       markers ("1.", "Step 2:") and ordinals are not numbers here;
+    no final answer    (answers) neither an answer tag with a number ("the answer is 17", "Answer: 17") nor a number
+                       in the last sentence;
+    no verdict         (comments) ``comment_verdict`` reads neither right nor wrong.
+
 ``style_of`` turns the same features into a label. For task accuracy ``extract_answer`` reads the final number of an
 answer and ``comment_verdict`` whether a grading comment calls the work right or points out an error.
 """
@@ -20,7 +40,8 @@ answer and ``comment_verdict`` whether a grading comment calls the work right or
 from __future__ import annotations
 
 import re
-from typing import Literal
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
 
 from envs.personal.problems import Problem
 
@@ -126,3 +147,257 @@ def comment_verdict(text: str) -> bool | None:
     if _RIGHT.search(text):
         return True
     return None
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# well-formedness (see the module docstring)
+# ---------------------------------------------------------------------------------------------------------------------
+
+FlawKind = Literal["empty", "incomplete_equation", "dangling_operator", "broken_sentence", "unknown_number",
+                   "no_final_answer", "no_verdict"]
+_FLAW_NAMES: dict[str, str] = {
+    "empty": "empty", "incomplete_equation": "incomplete equation", "dangling_operator": "dangling operator",
+    "broken_sentence": "broken sentence", "unknown_number": "number from nowhere",
+    "no_final_answer": "no final answer", "no_verdict": "no verdict"}
+
+
+@dataclass(frozen=True)
+class Flaw:
+    kind: FlawKind
+    detail: str = ""  # the offending fragment ("2 + 11 ="), number ("19") or sentence end
+
+    @property
+    def reason(self) -> str:
+        return f"{_FLAW_NAMES[self.kind]}: '{self.detail}'" if self.detail else _FLAW_NAMES[self.kind]
+
+
+class _Tok(NamedTuple):
+    kind: str  # num | word | op | nl | other
+    text: str
+    start: int
+    end: int
+
+
+_TOKEN = re.compile(r"(?P<num>\$?\d+(?:,\d{3})*(?:\.\d+)?)|(?P<word>[A-Za-z]+(?:'[A-Za-z]+)?)|(?P<op>[-+*/×÷=])|"
+                    r"(?P<nl>\n)|(?P<other>\S)")
+_ORDINAL = {"st", "nd", "rd", "th"}
+_LINK = {"is", "gives", "makes", "equals", "comes", "to", "which", "leaves"}  # "12 + 5 gives 17": 17 is a result
+_DANGLING_WORD = re.compile(r"\b(?:the|a|an|of|to|for|and|with|by|from|is|are|was|as|than)\s*[.,!?;]", re.I)
+_GLUED = re.compile(r"\b[a-z]{2,}[A-Z][a-z]+\b")  # words run together: "theMarbles"
+_SENTENCE_END = re.compile(r"[.!?)]$")
+
+
+def _plain(text: str) -> str:
+    """Markdown emphasis and code marks dropped: "= **17**" is an equation with its result."""
+    return text.replace("**", "").replace("__", "").replace("`", "").replace("\u2212", "-").replace("\r", "")
+
+
+def _tokens(text: str) -> list[_Tok]:
+    return [_Tok(m.lastgroup or "other", m.group(), m.start(), m.end()) for m in _TOKEN.finditer(text)]
+
+
+def _value(tok: _Tok) -> float:
+    return float(tok.text.lstrip("$").replace(",", ""))
+
+
+def _at(toks: list[_Tok], i: int) -> _Tok | None:
+    return toks[i] if 0 <= i < len(toks) else None
+
+
+def _kind(tok: _Tok | None) -> str:
+    return tok.kind if tok is not None else "nl"  # the text's edges count as line breaks
+
+
+def _is_op(toks: list[_Tok], text: str, i: int) -> bool:
+    """An arithmetic operator: + * / always; "-" and "x" only between numbers (hyphens, dashes, signs, bullets)."""
+    t, prev, nxt = _at(toks, i), _at(toks, i - 1), _at(toks, i + 1)
+    if t is None:
+        return False
+    if t.kind == "word":
+        return t.text in ("x", "X") and _kind(prev) == "num" and _kind(nxt) == "num"
+    if t.kind != "op" or t.text == "=":
+        return False
+    if t.text == "-":
+        spaced = (t.start == 0 or text[t.start - 1].isspace()) and (t.end == len(text) or text[t.end].isspace())
+        return _number_before(toks, i) and (spaced or _kind(nxt) == "num")
+    return not (t.text == "*" and _kind(prev) == "nl")  # a "*" opening a line is a bullet
+
+
+def _number_before(toks: list[_Tok], i: int) -> bool:
+    """A number (or a number and its unit, "12 apples +") right before token ``i``, on the same line."""
+    prev = _at(toks, i - 1)
+    if prev is None or prev.kind == "nl":
+        return False
+    return prev.kind == "num" or prev.text == ")" or (prev.kind == "word" and _kind(_at(toks, i - 2)) == "num")
+
+
+def _number_after(toks: list[_Tok], i: int) -> bool:
+    nxt = _at(toks, i + 1)
+    return nxt is not None and (nxt.kind == "num" or nxt.text == "(")
+
+
+def _expression_start(toks: list[_Tok], i: int) -> int:
+    """Index of the first token of the expression ending before token ``i`` (same line)."""
+    j = i
+    while j > 0 and (toks[j - 1].kind in ("num", "op") or toks[j - 1].text in ("x", "X", "(", ")")):
+        j -= 1
+    return j
+
+
+def _math_flaw(text: str, toks: list[_Tok]) -> Flaw | None:
+    """An equation without its result or left side, or an operator without a number on one side."""
+    for i, t in enumerate(toks):
+        if t.kind == "op" and t.text == "=":
+            start = toks[_expression_start(toks, i)].start
+            fragment = text[start:t.end].strip()
+            prev = _at(toks, i - 1)  # an operator right before "=" was flagged as dangling already
+            if not _number_after(toks, i) or prev is None or not (prev.kind in ("num", "word") or prev.text == ")"):
+                return Flaw("incomplete_equation", fragment)
+        elif _is_op(toks, text, i):
+            before, after = _number_before(toks, i), _number_after(toks, i)
+            glued = t.end < len(text) and not text[t.end].isspace()
+            if before and not after:
+                return Flaw("dangling_operator", text[toks[_expression_start(toks, i)].start:t.end].strip())
+            if after and not before and t.text in "+*/×÷" and _kind(_at(toks, i - 1)) != "nl" \
+                    and not (t.text == "*" and glued):  # "*12*" is emphasis, not a product
+                return Flaw("dangling_operator", text[t.start:toks[i + 1].end])
+    return None
+
+
+def _sentence_flaw(text: str) -> Flaw | None:
+    """A sentence ending on a function word ("to get the ."), words run together, or the text stopping mid-sentence."""
+    m = _DANGLING_WORD.search(text) or _GLUED.search(text)
+    if m:
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        return Flaw("broken_sentence", text[max(line_start, m.start() - 30):m.end()].strip())
+    last = text.strip().splitlines()[-1].strip()
+    line_toks = _tokens(last)
+    if _SENTENCE_END.search(last) or (line_toks and line_toks[-1].kind == "num") or _TAGGED.search(last):
+        return None
+    return Flaw("broken_sentence", last[-40:])  # stops mid-sentence
+
+
+def _counted(toks: list[_Tok]) -> list[_Tok]:
+    """The numbers a text uses: every number but list markers ("1."), "Step 2" and ordinals ("1st")."""
+    out = []
+    for i, t in enumerate(toks):
+        if t.kind != "num":
+            continue
+        prev, nxt = _at(toks, i - 1), _at(toks, i + 1)
+        marker = _kind(prev) == "nl" and nxt is not None and nxt.text in (".", ")")
+        step = prev is not None and prev.text.lower() == "step"
+        ordinal = nxt is not None and nxt.start == t.end and nxt.text.lower() in _ORDINAL
+        if not (marker or step or ordinal or (prev is not None and prev.text == "#")):
+            out.append(t)
+    return out
+
+
+def _results(text: str, toks: list[_Tok]) -> set[int]:
+    """Indices of the results of the text's own equations: the number after "=", or after an expression and a linking
+    word ("12 + 5 gives 17")."""
+    out: set[int] = set()
+    for i, t in enumerate(toks):
+        if t.kind == "op" and t.text == "=" and _kind(_at(toks, i + 1)) == "num":
+            out.add(i + 1)
+        elif t.kind == "num" and i >= 2 and _is_op(toks, text, i - 1):
+            j = i + 1
+            while j < len(toks) and j <= i + 3 and (toks[j].text.lower() in _LINK or toks[j].text == ","):
+                j += 1
+            if j > i + 1 and _kind(_at(toks, j)) == "num":
+                out.add(j)
+    return out
+
+
+def _is_operand(toks: list[_Tok], text: str, i: int) -> bool:
+    nxt = _at(toks, i + 1)
+    return _is_op(toks, text, i - 1) or _is_op(toks, text, i + 1) or (nxt is not None and nxt.text == "=")
+
+
+def _values(text: str) -> set[float]:
+    return {_value(t) for t in _tokens(_plain(text)) if t.kind == "num"}
+
+
+def problem_numbers(problem: Problem) -> set[float]:
+    """The question's numbers and the operands and results of the solution's steps ("7 * 3": a week's 7 days)."""
+    return _values(problem.question) | {v for s in problem.steps for v in _values(s.expression)} | {
+        float(s.value) for s in problem.steps}
+
+
+def _unknown(toks: list[_Tok], known: set[float]) -> Flaw | None:
+    for t in _counted(toks):
+        if _value(t) not in known:
+            return Flaw("unknown_number", t.text)
+    return None
+
+
+def _unknown_in_answer(text: str, toks: list[_Tok], known: set[float]) -> Flaw | None:
+    """Like ``_unknown`` with the answer's own results: an operand may use the results of earlier equations (so
+    "37 + 4 = 37" cannot vouch for its own 37), any other number the results of any of them (an answer may state its
+    result before working it out)."""
+    results = _results(text, toks)
+    anywhere = {_value(toks[i]) for i in results}
+    earlier: set[float] = set()
+    counted = {t.start for t in _counted(toks)}
+    for i, t in enumerate(toks):
+        if t.kind != "num" or t.start not in counted:
+            continue
+        if i not in results and _value(t) not in known | (earlier if _is_operand(toks, text, i) else anywhere):
+            return Flaw("unknown_number", t.text)
+        if i in results:
+            earlier.add(_value(t))
+    return None
+
+
+def find_flaw(answer: str, problem: Problem) -> Flaw | None:
+    """What makes a homework answer malformed (see the module docstring), or None when it is well-formed."""
+    text = _plain(answer)
+    if not text.strip():
+        return Flaw("empty")
+    toks = _tokens(text)
+    known = problem_numbers(problem)
+    flaw = _math_flaw(text, toks) or _sentence_flaw(text) or _unknown_in_answer(text, toks, known)
+    if flaw:
+        return flaw
+    sentences = [s for s in re.split(r"(?<=[.!?])\s+|\n+", text.strip()) if s.strip()]
+    if not _TAGGED.search(text) and not _counted(_tokens(sentences[-1])):
+        return Flaw("no_final_answer", sentences[-1][-60:])
+    return None
+
+
+def find_comment_flaw(comment: str, problem: Problem, student_work: str = "", mark: str = "") -> Flaw | None:
+    """What makes a grading comment malformed, or None. A comment quotes the student's work, the problem or the
+    teacher's ``mark``; it states a verdict."""
+    text = _plain(comment)
+    if not text.strip():
+        return Flaw("empty")
+    toks = _tokens(text)
+    known = problem_numbers(problem) | _values(student_work) | _values(mark)
+    flaw = _math_flaw(text, toks) or _sentence_flaw(text) or _unknown(toks, known)
+    if flaw:
+        return flaw
+    return Flaw("no_verdict") if comment_verdict(text) is None else None
+
+
+def well_formed(answer: str, problem: Problem) -> tuple[bool, str]:
+    """(True, "") for a well-formed homework answer, else (False, the reason)."""
+    flaw = find_flaw(answer, problem)
+    return (True, "") if flaw is None else (False, flaw.reason)
+
+
+def well_formed_comment(comment: str, problem: Problem, student_work: str = "", mark: str = "") -> tuple[bool, str]:
+    """(True, "") for a well-formed grading comment, else (False, the reason)."""
+    flaw = find_comment_flaw(comment, problem, student_work, mark)
+    return (True, "") if flaw is None else (False, flaw.reason)
+
+
+def flaw_of(setting: str, text: str, problem: Problem, student_work: str = "", mark: str = "") -> Flaw | None:
+    if setting == "teacher":
+        return find_comment_flaw(text, problem, student_work, mark)
+    return find_flaw(text, problem)
+
+
+def personalization_score(setting: str, text: str, problem: Problem, student_work: str = "", mark: str = "") -> float:
+    """The setting's rubric score of a well-formed answer; 0 for a malformed one."""
+    if flaw_of(setting, text, problem, student_work, mark) is not None:
+        return 0.0
+    return score_teacher(text, problem, student_work) if setting == "teacher" else score_student(text)

@@ -11,8 +11,15 @@ often directive signal (how the answer should have been different), in varied wo
   about terse ones. It marks each piece of work itself (right, or wrong with the right answer) and says so in its
   request; when the comment does not convey that mark it corrects the verdict first, before anything about style.
 
-Whether an answer satisfies the user is decided by the deterministic personalization scorer (envs.personal.scoring);
-the teacher also needs the comment's verdict (``comment_verdict``) to be right.
+Both read the answer before its style: a malformed one (``envs.personal.scoring.find_flaw`` / ``find_comment_flaw``: a
+calculation without its result, a dropped number, a number from nowhere, a broken sentence, no final answer) confuses
+them, as garbled text would a person. They say so (never a thank-you, however plain the text) and say what is wrong
+and how to fix it ("Finish each calculation with its result."), naming the fragment, so that the judge votes -1 and
+finds a hint.
+
+Whether an answer satisfies the user is decided by the deterministic personalization scorer (envs.personal.scoring,
+``personalization_score``: 0 for a malformed answer); the teacher also needs the comment's verdict
+(``comment_verdict``) to be right.
 """
 
 from __future__ import annotations
@@ -22,10 +29,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from envs.personal.problems import Problem
-from envs.personal.scoring import comment_verdict, score_student, score_teacher
+from envs.personal.scoring import Flaw, comment_verdict, find_comment_flaw, find_flaw, personalization_score
 from envs.personal.styles import render_student_work, teacher_mark
 
-ReactionKind = Literal["praise", "complaint", "reask"]
+ReactionKind = Literal["praise", "complaint", "reask", "confused"]
 SATISFIED_AT = 0.8
 
 
@@ -48,6 +55,28 @@ _STUDENT_COMPLAIN = [
     "No bold and no lists please. Just explain it in normal sentences like a student.",
     "That reads like an AI answer. Keep it simple and human, no markdown at all.",
 ]
+# a malformed answer, by flaw ({d}: the fragment or number): confusion first, then what to do about it
+_STUDENT_CONFUSED = {
+    "incomplete_equation": ["wait, {d} what? you left out the result. Finish each calculation with its result.",
+                            "huh? {d} and then nothing, that doesn't make sense. Write every calculation with its "
+                            "result after the = sign."],
+    "dangling_operator": ["what? '{d}' is missing a number, you dropped a number there. Write each calculation out in "
+                          "full, with both numbers and the result.",
+                          "That doesn't make sense: '{d}' what? Please write every calculation in full."],
+    "unknown_number": ["where did {d} come from? that number isn't in the problem. Only use the numbers from the "
+                       "problem and the results you worked out.",
+                       "wait, what's {d}? It's not in the problem. Please use the numbers the problem gives, don't "
+                       "make them up."],
+    "broken_sentence": ["what? that doesn't make sense, the sentence just breaks off ({d}). Please write it in "
+                        "complete sentences.",
+                        "huh? I can't follow this, the sentences are broken ({d}). Write complete sentences that "
+                        "explain each step."],
+    "no_final_answer": ["so what's the answer? you never said. Please finish with the final answer, like 'So the "
+                        "answer is ...'.",
+                        "I don't get it, where's the final answer? End with the final answer, like 'So the answer "
+                        "is ...'."],
+    "empty": ["huh? you didn't write anything. Please explain the steps and give the final answer."],
+}
 _STUDENT_REASK = ["Can you do that again? {q}", "hmm, try this one again: {q}", "Again please. {q}"]
 _STUDENT_PRAISE = ["thanks, perfect! that sounds like me", "nice, this is exactly how I'd write it. thanks!",
                    "great, thank you!", "perfect, that looks good."]
@@ -75,6 +104,25 @@ _TEACHER_WRONG_VERDICT = {
             "student the answer is not correct and should be {a}.",
             "Wait, {c} is wrong, the answer is {a}. Please tell the student their final answer is not correct."],
 }
+_TEACHER_CONFUSED = {
+    "incomplete_equation": ["That doesn't make sense: '{d}' is missing its result. Please finish every calculation you "
+                            "quote with its result.",
+                            "What? '{d}' stops before the result. Quote the student's calculations in full, each with "
+                            "its result."],
+    "dangling_operator": ["Something's missing in '{d}', a number was dropped. Please quote the student's calculations "
+                          "in full.",
+                          "That doesn't make sense: '{d}' what? Write out each calculation you mention with both "
+                          "numbers and the result."],
+    "unknown_number": ["Where does {d} come from? That's not in the student's work. Please quote only the numbers the "
+                       "student actually wrote.",
+                       "Wait, the student never wrote {d}, that's wrong. Refer only to the numbers in their work and "
+                       "in my mark."],
+    "broken_sentence": ["I can't send this, the sentences are broken ({d}) and don't make sense. Please write "
+                        "complete, clear sentences.",
+                        "What? This breaks off mid-sentence ({d}). Write the comment in complete sentences."],
+    "no_verdict": ["I don't get it: is the answer right or not? Please say whether the student's answer is correct."],
+    "empty": ["Huh? There's no comment. Please write one that says whether the answer is right."],
+}
 _TEACHER_PRAISE = ["Great, that's exactly the kind of comment I want. Thanks!", "Perfect, thank you!",
                    "Nice, very specific and kind. Thanks."]
 
@@ -92,9 +140,12 @@ class SimulatedStudent:
         return self.rng.choice(_STUDENT_OPEN).format(q=problem.question)
 
     def score(self, problem: Problem, answer: str) -> float:
-        return score_student(answer)
+        return personalization_score("student", answer, problem)
 
     def react(self, problem: Problem, answer: str) -> Reaction:
+        flaw = find_flaw(answer, problem)
+        if flaw is not None:
+            return confused(self.rng, _STUDENT_CONFUSED, flaw)
         if self.score(problem, answer) >= SATISFIED_AT:
             return Reaction(self.rng.choice(_STUDENT_PRAISE), "praise", True)
         if self.rng.random() < self.reask_rate:
@@ -111,15 +162,17 @@ class SimulatedTeacher:
         self.rng = random.Random(seed)
         self.work: dict[str, str] = {}
         self.claimed: dict[str, int] = {}
+        self.marks: dict[str, str] = {}
 
     def opening(self, problem: Problem) -> str:
         work, claimed = render_student_work(problem, self.rng, wrong=self.rng.random() < 0.3)
         self.work[problem.id], self.claimed[problem.id] = work, claimed
-        mark = teacher_mark(problem, claimed, self.rng)
+        self.marks[problem.id] = mark = teacher_mark(problem, claimed, self.rng)
         return self.rng.choice(_TEACHER_OPEN).format(q=problem.question, work=work, mark=mark)
 
     def score(self, problem: Problem, answer: str) -> float:
-        return score_teacher(answer, problem, self.work.get(problem.id, ""))
+        return personalization_score("teacher", answer, problem, self.work.get(problem.id, ""),
+                                     self.marks.get(problem.id, ""))
 
     def react(self, problem: Problem, answer: str) -> Reaction:
         claimed = self.claimed.get(problem.id, problem.answer)
@@ -127,9 +180,17 @@ class SimulatedTeacher:
         if comment_verdict(answer) is not work_right:
             text = self.rng.choice(_TEACHER_WRONG_VERDICT[work_right])
             return Reaction(text.format(c=problem.fmt(claimed), a=problem.fmt(problem.answer)), "complaint", False)
+        flaw = find_comment_flaw(answer, problem, self.work.get(problem.id, ""), self.marks.get(problem.id, ""))
+        if flaw is not None:
+            return confused(self.rng, _TEACHER_CONFUSED, flaw)
         if self.score(problem, answer) >= SATISFIED_AT:
             return Reaction(self.rng.choice(_TEACHER_PRAISE), "praise", True)
         return Reaction(self.rng.choice(_TEACHER_COMPLAIN), "complaint", False)
+
+
+def confused(rng: random.Random, phrasings: dict[str, list[str]], flaw: Flaw) -> Reaction:
+    """The user's reaction to a malformed answer: confusion, what is wrong, how to fix it."""
+    return Reaction(rng.choice(phrasings[flaw.kind]).format(d=flaw.detail), "confused", False)
 
 
 def make_user(setting: str, seed: int = 0) -> SimulatedStudent | SimulatedTeacher:

@@ -1,0 +1,79 @@
+"""How often a model's first answers are malformed (``envs.personal.scoring.flaw_of``), without the stack:
+``python -m envs.personal.degenerate [MODEL] --n 108``.
+
+The experiment's evaluation (``envs.personal.evaluate``) in miniature: the same held-out problems and opening messages
+(``EVAL_SEED``, a fresh simulated user per setting), sampled with plain transformers ``generate``
+(``tinymodel.evaluate.sample``) at the evaluation's temperature. ``hinted`` asks each problem once more with a held-out
+style hint appended the way OPD's teacher prompt carries it: the style that training moves towards. Prints JSON: per
+setting and condition the degenerate rate, the count per flaw and the first few flagged answers with their reasons.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from envs.personal import styles as st
+from envs.personal.evaluate import EVAL_SEED, heldout_problems
+from envs.personal.scoring import flaw_of
+from envs.personal.users import SimulatedTeacher, make_user
+from rlcore.judging import inject_hint
+
+HINTS = {"student": st.STUDENT_HINTS_HELDOUT, "teacher": st.TEACHER_HINTS_HELDOUT}
+
+
+def measure(path: Path, n: int = 108, temperature: float = 0.7, max_new_tokens: int = 320, examples: int = 5,
+            seed: int = 0) -> dict[str, Any]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from tinymodel.evaluate import sample
+
+    torch.manual_seed(seed)
+    tok = AutoTokenizer.from_pretrained(str(path))
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32).eval()
+    problems, rng = heldout_problems(n), random.Random(seed)
+    out: dict[str, Any] = {"model": str(path), "problems": n, "temperature": temperature}
+    for setting in ("student", "teacher"):
+        user = make_user(setting, EVAL_SEED)
+        prompts = [user.opening(p) for p in problems]
+        hinted = [inject_hint([{"role": "user", "content": m}], rng.choice(HINTS[setting]))[0]["content"]
+                  for m in prompts]
+        for condition, messages in (("first", prompts), ("hinted", hinted)):
+            replies = sample(model, tok, messages, temperature, max_new_tokens)
+            flaws = []
+            for p, (text, _) in zip(problems, replies, strict=True):
+                teacher = isinstance(user, SimulatedTeacher)
+                flaws.append(flaw_of(setting, text, p, user.work.get(p.id, "") if teacher else "",
+                                     user.marks.get(p.id, "") if teacher else ""))
+            flagged = [(p, text, f) for p, (text, _), f in zip(problems, replies, flaws, strict=True) if f]
+            out[f"{setting}_{condition}"] = {
+                "degenerate_rate": round(len(flagged) / n, 4),
+                "flaws": dict(Counter(f.kind for _, _, f in flagged).most_common()),
+                "examples": [{"problem": p.question, "answer": text, "reason": f.reason}
+                             for p, text, f in flagged[:examples]]}
+    return out
+
+
+def main() -> None:
+    from openclaw_rl.settings import get_settings
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model", nargs="?", default=None, help="model folder (default: the configured model_path)")
+    parser.add_argument("--n", type=int, default=108, help="held-out problems")
+    parser.add_argument("--temperature", type=float, default=0.7)
+    parser.add_argument("--examples", type=int, default=5, help="flagged answers shown per setting and condition")
+    args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(1)  # small matmuls: one thread is as fast and leaves the other cores alone
+    path = Path(args.model) if args.model else Path(get_settings().model_path)
+    print(json.dumps(measure(path, args.n, args.temperature, examples=args.examples), indent=2))
+
+
+if __name__ == "__main__":
+    main()

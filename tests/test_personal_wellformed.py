@@ -1,0 +1,254 @@
+"""Well-formedness: the personalization score counts only answers that are not broken text; the simulated users and the
+heuristic judge reject broken text with a hint; evaluations report the degenerate rate."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from activities.judges import HeuristicJudge
+from envs.personal.problems import Problem, Step, generate
+from envs.personal.scoring import (
+    find_comment_flaw,
+    find_flaw,
+    personalization_score,
+    score_student,
+    score_teacher,
+    well_formed,
+    well_formed_comment,
+)
+from envs.personal.styles import TEACHER_MARKS, render_grading, render_solution, render_student_work, teacher_mark
+from envs.personal.users import SimulatedStudent, SimulatedTeacher
+
+# the issue's problem: 2 red, 11 blue and 9 green candies
+JAR = Problem("candy_jar-test", "A jar has 2 red candies, 11 blue candies and 9 green candies. How many candies are in "
+              "the jar?", 22, [Step("2 + 11", 13, "red and blue candies"), Step("13 + 9", 22, "candies in the jar")],
+              "candies", "candy_jar")
+# the "after" answer of the issue: scored 1.00 by the style rubric alone
+ISSUE = ("This one isn't too bad. First, the red and blue candies is 2 + 11 =  in the red and blue candies. That means "
+         "the candies in the jar comes to 4 + 22 = . So the answer is 2 candies.")
+
+GOOD = [
+    "First, the red and blue candies is 2 + 11 = 13. Then 13 + 9 = 22, which is the candies in the jar. "
+    "So the answer is 22 candies.",
+    "The answer is 22 candies. Here's how I got it: 2 + 11 gives 13 for the red and blue candies. "
+    "Then 13 + 9 = 22.",
+    "There are 2 red and 11 blue candies, so 13 of those, and with the 9 green ones that makes 22 candies.",
+    "I added 2+11=13 and then 13+9=22. The answer is 22.",
+    # wrong arithmetic is a wrong answer (task accuracy), not broken text: its own result counts
+    "First, 2 + 11 = 14. Then 14 + 9 = 23. So the answer is 23 candies.",
+]
+BROKEN = [  # (answer, flaw kind, what the reason must name)
+    (ISSUE, "incomplete_equation", "2 + 11 ="),
+    ("First, 2 + 11 = 13. That means the candies in the jar comes to 13 + 9 = . So the answer is 22 candies.",
+     "incomplete_equation", "13 + 9 ="),
+    ("First, 2 + 11 = 13. Then 13 + = 22. So the answer is 22 candies.", "dangling_operator", "13 +"),
+    ("First, 2 + 11 = 13. Then the jar has 13 + 9 candies, that is + 9 more. So the answer is 22.",
+     "dangling_operator", "+ 9"),
+    ("First, 2 + 11 = 13. Then 13 + 7 = 20. So the answer is 20 candies.", "unknown_number", "7"),
+    ("First, 2 + 11 = 13. Then 13 + 9 = 22. So the answer is 31 candies.", "unknown_number", "31"),
+    # a calculation cannot vouch for its own operand
+    ("First, 15 + 9 = 15. So the answer is 15 candies.", "unknown_number", "15"),
+    ("First, I did 2 + 11 = 13 to get the . Then 13 + 9 = 22. So the answer is 22.", "broken_sentence", "get the ."),
+    ("First, 2 + 11 = 13 for theCandies. Then 13 + 9 = 22. So the answer is 22.", "broken_sentence", "theCandies"),
+    ("First, 2 + 11 = 13. Then 13 + 9 = 22 which is the candies in", "broken_sentence", "candies in"),
+    ("First, 2 + 11 = 13. Then 13 + 9 = 22. I hope that helps!", "no_final_answer", "hope that helps"),
+    ("  \n", "empty", ""),
+]
+AI = "### Solution\n\n1. **Red and blue candies:** 2 + 11 = **13**\n2. **Candies in the jar:** 13 + 9 = **22**\n\n" \
+     "**Answer:** 22 candies"
+
+
+@pytest.mark.parametrize("answer", GOOD)
+def test_well_formed_answers_pass(answer: str) -> None:
+    assert well_formed(answer, JAR) == (True, "")
+    assert personalization_score("student", answer, JAR) == score_student(answer) == 1.0
+
+
+@pytest.mark.parametrize(("answer", "kind", "named"), BROKEN)
+def test_stylish_but_broken_answers_fail_with_the_reason(answer: str, kind: str, named: str) -> None:
+    flaw = find_flaw(answer, JAR)
+    assert flaw is not None and flaw.kind == kind, flaw
+    ok, reason = well_formed(answer, JAR)
+    assert not ok and named in reason, reason
+    assert personalization_score("student", answer, JAR) == 0.0
+
+
+def test_the_issue_answer_scores_zero_though_its_style_is_perfect() -> None:
+    assert score_student(ISSUE) == 1.0
+    assert well_formed(ISSUE, JAR) == (False, "incomplete equation: '2 + 11 ='")
+    assert personalization_score("student", ISSUE, JAR) == 0.0
+
+
+def test_ai_styled_correct_answer_is_well_formed_with_a_low_style_score() -> None:
+    assert well_formed(AI, JAR) == (True, "")
+    assert personalization_score("student", AI, JAR) == score_student(AI) <= 0.3
+    steps = "## Step-by-step solution\n\n**Step 1:** Find the red and blue candies.\n2 + 11 = **13**\n\n" \
+            "**Step 2:** Find the candies in the jar.\n13 + 9 = **22**\n\n**Final Answer:** 22 candies"
+    assert well_formed(steps, JAR) == (True, "") and score_student(steps) <= 0.3
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_every_rendered_style_is_well_formed(seed: int) -> None:
+    rng = random.Random(seed)
+    for p in generate(400, None, seed=seed):
+        for style in ("ai", "casual"):
+            answer = render_solution(p, style, rng)
+            assert well_formed(answer, p) == (True, ""), answer
+        work, claimed = render_student_work(p, rng, wrong=rng.random() < 0.4)
+        mark = teacher_mark(p, claimed, rng)
+        for style in ("terse", "friendly_specific"):
+            comment = render_grading(p, style, rng, claimed)
+            assert well_formed_comment(comment, p, work, mark) == (True, ""), (comment, work)
+
+
+def test_the_corpus_teaches_only_well_formed_answers() -> None:
+    """Every homework answer and grading comment the tiny model is built from is well-formed."""
+    from tinymodel.corpus import conversations
+
+    seed = 3
+    by_question = {p.question: p for p in generate(3000, "train", seed=seed)}
+    checked = {"student": 0, "teacher": 0}
+    for conv in conversations(800, seed=seed):
+        problem, request = None, ""
+        for msg in conv["messages"]:
+            content = msg.get("content") or ""
+            if msg["role"] == "user":
+                found = [p for q, p in by_question.items() if q in content]
+                if found:
+                    problem, request = found[0], content
+            elif msg["role"] == "assistant" and content and problem is not None:
+                marks = [m.format(a=problem.fmt(problem.answer)) for ms in TEACHER_MARKS.values() for m in ms]
+                if any(m in request for m in marks):  # a grading request: the work and the mark are in it
+                    assert well_formed_comment(content, problem, request) == (True, ""), (content, request)
+                    checked["teacher"] += 1
+                else:
+                    assert well_formed(content, problem) == (True, ""), (content, problem.question)
+                    checked["student"] += 1
+    assert checked["student"] > 250 and checked["teacher"] > 120, checked
+
+
+# --- grading comments -------------------------------------------------------------------------------------------------
+
+WORK = "2 + 11 = 13\n13 + 9 = 22\nAnswer: 22 candies"
+MARK = "I marked it correct."
+
+
+def test_comments_well_formed_and_broken() -> None:
+    good = ("Correct, great job! Your answer of 22 candies is exactly right. You found the red and blue candies with "
+            "2 + 11 = 13. Keep it up!")
+    assert well_formed_comment(good, JAR, WORK, MARK) == (True, "")
+    assert personalization_score("teacher", good, JAR, WORK, MARK) == score_teacher(good, JAR, WORK) >= 0.8
+    assert well_formed_comment("Correct. Well done!", JAR, WORK, MARK) == (True, "")
+    # the teacher's mark is a source: "the answer is 25" quotes it
+    wrong_work, wrong_mark = "2 + 11 = 13\n13 + 9 = 21\nAnswer: 21", "I marked it wrong: the answer is 22 candies."
+    fix = "Not quite right, but good effort! In the last step, 13 + 9 is 22, not 21, so the answer should be 22."
+    assert well_formed_comment(fix, JAR, wrong_work, wrong_mark) == (True, "")
+    broken = {
+        "Correct, great job! Your step 2 + 11 = 15 for the red and blue candies is spot on.": ("unknown_number",
+                                                                                                "15"),
+        "Correct! You worked out 2 + 11 = and then 13 + 9 = 22. Keep it up!": ("incomplete_equation", "2 + 11 ="),
+        "Correct, great job! Your answer of . Keep up the great work!": ("broken_sentence", "answer of ."),
+        "Thanks for showing your work! You found 2 + 11 = 13 and 13 + 9 = 22.": ("no_verdict", ""),
+        "Correct, great job! Your answer of 22 candies is exactly right. I like how you": ("broken_sentence", "you"),
+    }
+    for comment, (kind, named) in broken.items():
+        flaw = find_comment_flaw(comment, JAR, WORK, MARK)
+        assert flaw is not None and flaw.kind == kind and named in flaw.reason, (comment, flaw)
+        assert personalization_score("teacher", comment, JAR, WORK, MARK) == 0.0
+        assert score_teacher(comment, JAR, WORK) > 0.0  # the style rubric alone would have counted it
+
+
+# --- the simulated users and the judge --------------------------------------------------------------------------------
+
+def test_users_are_confused_by_broken_text_and_say_how_to_fix_it() -> None:
+    judge = HeuristicJudge()
+    fixes = {"incomplete_equation": "result", "dangling_operator": "full", "unknown_number": "numbers",
+             "broken_sentence": "complete sentences", "no_final_answer": "final answer", "empty": "final answer"}
+    student = SimulatedStudent(seed=0, reask_rate=1.0)  # would only re-ask about style: never about broken text
+    for _ in range(3):  # several phrasings
+        for answer, kind, _named in BROKEN:
+            reaction = student.react(JAR, answer)
+            assert reaction.kind == "confused" and not reaction.satisfied, reaction
+            assert "thank" not in reaction.text.lower()
+            vote, hint = judge.assess(reaction.text)
+            assert vote == -1 and fixes[kind] in hint.lower(), (reaction.text, hint)
+    teacher, p = SimulatedTeacher(seed=1), generate(1, "train", seed=4)[0]
+    teacher.opening(p)
+    right = teacher.claimed[p.id] == p.answer
+    comment = render_grading(p, "friendly_specific", random.Random(0), teacher.claimed[p.id])
+    assert teacher.react(p, comment).satisfied  # the same comment unbroken pleases the teacher
+    garbled = comment.replace(f"= {p.steps[0].value}", "=", 1) if right else comment + " 999 more."
+    reaction = teacher.react(p, garbled)
+    assert reaction.kind == "confused" and not reaction.satisfied and "thank" not in reaction.text.lower()
+    vote, hint = judge.assess(reaction.text)
+    assert vote == -1 and hint, reaction.text
+
+
+@pytest.mark.parametrize("text", [
+    "what?", "Wait, that's wrong.", "that doesn't make sense", "you dropped a number", "huh? 2 + 11 = what?",
+    "thanks, but that makes no sense", "great, but where did 7 come from?", "I can't follow this at all",
+    "ok thanks! but what's the answer?",
+])
+def test_judge_votes_minus_one_on_confusion(text: str) -> None:
+    assert HeuristicJudge().assess(text)[0] == -1
+
+
+def test_judge_still_rewards_plain_praise() -> None:
+    judge = HeuristicJudge()
+    assert judge.assess("thanks, perfect! that sounds like me")[0] == 1
+    assert judge.assess("Great, that's exactly the kind of comment I want. Thanks!")[0] == 1
+    assert judge.assess("ok next problem: What is 12 + 5?")[0] == 0
+
+
+def test_judge_prm_and_hint_replies_for_a_confused_user() -> None:
+    from rlcore.judging import parse_hint_vote, parse_score
+    from workflows.contracts import JudgeRequest, TurnRef
+
+    next_state = [{"role": "user", "content": "wait, 2 + 11 = what? you left out the result. Finish each "
+                                              "calculation with its result."}]
+    turn = TurnRef(request_id="r1", session_id="k:s", user="k")
+    judge = HeuristicJudge()
+    prm = asyncio.run(judge.complete(JudgeRequest("k:s", 0, turn, next_state, kind="prm"), ISSUE))
+    assert parse_score(prm) == -1
+    hint = parse_hint_vote(asyncio.run(judge.complete(JudgeRequest("k:s", 0, turn, next_state, kind="hint"), ISSUE)))
+    assert hint.accepted and hint.hint == "Finish each calculation with its result."
+
+
+# --- evaluation -------------------------------------------------------------------------------------------------------
+
+class _Driver:
+    """Answers every problem with the text ``answer_for`` gives (no gateway)."""
+
+    def __init__(self, answer_for) -> None:  # noqa: ANN001 - a callable Problem -> str
+        self.answer_for = answer_for
+        self.problems: dict[str, Problem] = {}
+
+    async def chat(self, messages, *, session_id, **_):  # noqa: ANN001, ANN201
+        from envs.personal.driver import Reply
+
+        return Reply(self.answer_for(self.problems[session_id.rsplit("/", 1)[1]]), 0)
+
+
+def test_evaluation_reports_the_degenerate_rate() -> None:
+    from envs.personal.evaluate import evaluate, heldout_problems
+
+    problems = heldout_problems(6)
+    broken = {p.id for p in problems[:2]}
+    rng = random.Random(0)
+
+    def answer(p: Problem) -> str:
+        if p.id in broken:
+            return f"First, {p.steps[0].expression} = . So the answer is {p.fmt(p.answer)}."
+        return render_solution(p, "casual", rng)
+
+    driver = _Driver(answer)
+    driver.problems = {p.id: p for p in problems}
+    ev = asyncio.run(evaluate(driver, "student", problems, tag="t"))  # type: ignore[arg-type]
+    assert ev.degenerate_rate == pytest.approx(2 / 6)
+    assert ev.score == pytest.approx(4 / 6)  # casual answers score 1, the broken ones 0
+    flagged = [it for it in ev.items if not it.well_formed]
+    assert {it.problem_id for it in flagged} == broken
+    assert all(it.malformed_reason.startswith("incomplete equation") and it.score == 0.0 for it in flagged)
