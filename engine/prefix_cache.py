@@ -12,7 +12,9 @@ Rules that keep outputs exact:
 - when prompt log-probs are asked from ``logprob_start_len``, nothing from that position on is reused (its hidden
   states are needed).
 
-Slots without a match are taken empty-first, then least recently used.
+Slots without a match are taken empty-first, then least recently used. A burst of requests with one long prompt (an
+agent's turn and its side requests, an evaluation) does not compute it once per request: while one request is still
+computing a prefix, the others that share it wait in the queue and copy it when it is done.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import torch
 
 from engine.model import KVCache
 from engine.request import Req
+
+WAIT_GAIN = 256  # tokens a request must stand to reuse before it waits for another request's prefill
 
 
 def common_prefix(a: torch.Tensor, b: torch.Tensor) -> int:
@@ -56,26 +60,49 @@ class SlotPool:
     def free(self) -> int:
         return len(self.idle)
 
-    def acquire(self, req: Req, uid: int) -> None:
-        """Give ``req`` a slot; sets ``req.slot``, ``req.cached`` and, for a copy, ``req.copy_from``."""
-        assert self.idle, "no free slot"
-        ids = req.ids_tensor()
+    def _limit(self, req: Req) -> int:
         limit = len(req.input_ids) - 1
         if req.return_logprob and req.logprob_start_len >= 0:
             limit = min(limit, req.logprob_start_len)
+        return limit
+
+    def _best(self, req: Req, uid: int) -> tuple[int | None, int, bool]:
+        """(slot, reusable tokens, whether a running request holds it) of the longest match for ``req``'s prompt."""
+        ids, limit = req.ids_tensor(), self._limit(req)
         best, best_len, best_busy = None, 0, False
-        if self.enabled and limit > 0:
-            for slot in self.idle:
-                kept = self.kept.get(slot)
-                if kept is not None and kept.uid == uid:
-                    n = min(common_prefix(ids, kept.tokens), limit)
-                    if n > best_len:
-                        best, best_len, best_busy = slot, n, False
-            for slot, other in self.busy.items():
-                if other.weights is not None and other.weights.uid == uid and other.prefilled > best_len:
-                    n = min(common_prefix(ids, other.ids_tensor()[: other.prefilled]), limit)
-                    if n > best_len:
-                        best, best_len, best_busy = slot, n, True
+        if not self.enabled or limit <= 0:
+            return best, best_len, best_busy
+        for slot in self.idle:
+            kept = self.kept.get(slot)
+            if kept is not None and kept.uid == uid:
+                n = min(common_prefix(ids, kept.tokens), limit)
+                if n > best_len:
+                    best, best_len, best_busy = slot, n, False
+        for slot, other in self.busy.items():
+            if other.weights is not None and other.weights.uid == uid and other.prefilled > best_len:
+                n = min(common_prefix(ids, other.ids_tensor()[: other.prefilled]), limit)
+                if n > best_len:
+                    best, best_len, best_busy = slot, n, True
+        return best, best_len, best_busy
+
+    def should_wait(self, req: Req, uid: int) -> bool:
+        """Whether a running request is still computing a prefix ``req`` shares (at least ``WAIT_GAIN`` tokens more
+        than can be reused now): admitted a step or two later, ``req`` copies it instead of computing it again."""
+        if not self.enabled:
+            return False
+        ids, limit = req.ids_tensor(), self._limit(req)
+        _, now, _ = self._best(req, uid)
+        for other in self.busy.values():
+            if other.weights is not None and other.weights.uid == uid and not other.prefill_done:
+                n = min(common_prefix(ids, other.ids_tensor()), limit)
+                if n - now >= WAIT_GAIN and other.prefilled < n:
+                    return True
+        return False
+
+    def acquire(self, req: Req, uid: int) -> None:
+        """Give ``req`` a slot; sets ``req.slot``, ``req.cached`` and, for a copy, ``req.copy_from``."""
+        assert self.idle, "no free slot"
+        best, best_len, best_busy = self._best(req, uid)
         if best is not None and not best_busy:
             slot = best
         else:

@@ -70,6 +70,10 @@ class Runner:
         assert req.weights is not None
         self.pool.acquire(req, req.weights.uid)
 
+    def should_wait(self, req: Req) -> bool:
+        assert req.weights is not None
+        return self.pool.should_wait(req, req.weights.uid)
+
     def release(self, req: Req) -> None:
         self.pool.release(req)
 

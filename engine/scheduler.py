@@ -132,12 +132,16 @@ class Scheduler:
             self._publish()
 
     def _admit(self) -> list[Req]:
-        admit = []
+        admit, later = [], []
         while self.waiting and len(self.running) + len(admit) < self.max_running and self.runner.free_slots:
             r = self.waiting.popleft()
             r.weights = self.weights
+            if self.runner.should_wait(r):  # another request is computing its prefix: copy it when done
+                later.append(r)
+                continue
             self.runner.acquire(r)
             admit.append(r)
+        self.waiting.extendleft(reversed(later))
         return admit
 
     def _publish(self) -> None:

@@ -198,10 +198,12 @@ def test_hit_rate_is_reported(url, hf):
 
 
 def test_concurrent_burst_of_one_prompt_is_exact(url, hf):
-    """Many requests with one prompt at once: each either computes it or copies it; all agree with transformers."""
+    """Many requests with one prompt at once: one computes it, the others wait for it and copy it; all agree with
+    transformers."""
     model, tok = hf
     _flush(url)
-    ids = _prompt(tok, 100, seed=14)
+    ids = _prompt(tok, 170, seed=14)
+    assert 280 < len(ids) < 500
     ref = _hf_greedy(model, ids, 6)
 
     async def burst() -> list[dict]:
@@ -212,3 +214,4 @@ def test_concurrent_burst_of_one_prompt_is_exact(url, hf):
 
     outs = asyncio.run(burst())
     assert all(o["output_ids"] == ref for o in outs)
+    assert sorted(o["meta_info"]["cached_tokens"] for o in outs) == [0] + [len(ids) - 1] * 5
