@@ -35,7 +35,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,9 @@ class TrainConfig:
     ppo_epochs: int = 1
     num_minibatches: int = 1
     micro_batch_size: int = 0  # rows per forward pass; 0: the whole minibatch at once
+    # and at most this many (rows x longest row) tokens per forward: an agent's prompt of tens of thousands of tokens
+    # goes alone, unpadded, through the memory-efficient causal attention kernel; 0: no limit
+    micro_batch_tokens: int = 16384
     grad_clip: float = 1.0
     weight_decay: float = 0.0
     w_binary: float = 1.0
@@ -129,9 +132,9 @@ class TorchBackend:
     def logprobs(self, model: torch.nn.Module, batch: Batch) -> torch.Tensor:
         """log pi(a_t|s_t) of every response token, no grad, micro-batched. -> [B, T]."""
         out = torch.zeros(batch.mask.shape, device=self.device)
-        for rows in self._micro(torch.arange(len(batch.mask))):
+        for rows in self._micro(torch.arange(len(batch.mask)), batch.attention_mask.sum(dim=1)):
             mb = batch.select(rows)
-            out[rows, : mb.mask.shape[1]] = response_logprobs(self._logits(model, mb), mb)[0]
+            out[rows, : mb.mask.shape[1]] = response_logprobs(*self._logits(model, mb))[0]
         return out
 
     def train_step(self, samples: Sequence[Any], on_progress: Progress | None = None) -> dict[str, Any]:
@@ -186,10 +189,10 @@ class TorchBackend:
         self.optimizer.zero_grad(set_to_none=True)
         total = _agg_weight(batch.mask[rows], cfg.loss_agg)
         acc: dict[str, float] = {}
-        for micro in self._micro(rows):
+        for micro in self._micro(rows, batch.attention_mask.sum(dim=1)):
             mb = batch.select(micro)
             T = mb.mask.shape[1]
-            logp, entropy = response_logprobs(self._logits(self.model, mb), mb, with_entropy=True)  # [b, T]
+            logp, entropy = response_logprobs(*self._logits(self.model, mb), with_entropy=True)  # [b, T]
             old_logp = old[micro, :T] if old is not None else logp.detach()  # see the module docstring, step 2
             self._micro_loss(mb, logp, entropy, old_logp, ref[micro, :T] if ref is not None else None, total, acc)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
@@ -197,9 +200,18 @@ class TorchBackend:
         acc["grad_norm"] = float(grad_norm)
         return acc
 
-    def _logits(self, model: torch.nn.Module, mb: Batch) -> torch.Tensor:
+    def _logits(self, model: torch.nn.Module, mb: Batch) -> tuple[torch.Tensor, Batch]:
+        """Logits of the positions that predict response tokens ``[b, N, V]`` (the last N of the row, N from the
+        earliest response start), and ``mb`` with ``resp_index`` counted within them. A long prompt's positions
+        never reach the LM head; a single unpadded row gets no mask, so attention takes the causal kernel."""
+        L = mb.input_ids.shape[1]
+        trained = mb.mask > 0
+        first = int(mb.resp_index[trained].min()) if bool(trained.any()) else L - 1
+        mask = None if len(mb.input_ids) == 1 and bool(mb.attention_mask.all()) else mb.attention_mask
         with torch.autocast(self.device.type, dtype=self.compute_dtype, enabled=self.compute_dtype != torch.float32):
-            return model(input_ids=mb.input_ids, attention_mask=mb.attention_mask, use_cache=False).logits  # [b, L, V]
+            logits = model(input_ids=mb.input_ids, attention_mask=mask, use_cache=False,
+                           logits_to_keep=L - first).logits  # [b, L - first, V]
+        return logits, replace(mb, resp_index=(mb.resp_index - first).clamp(min=0))
 
     def _advantages(self, mb: Batch, old_logp: torch.Tensor) -> torch.Tensor:
         cfg = self.config
@@ -207,9 +219,24 @@ class TorchBackend:
                                   mb.has_teacher & mb.use_opd, w_binary=cfg.w_binary, w_opd=cfg.w_opd)
         return torch.where(mb.has_given_adv[:, None], mb.given_adv * mb.mask, adv)  # [b, T]
 
-    def _micro(self, rows: torch.Tensor) -> list[torch.Tensor]:
+    def _micro(self, rows: torch.Tensor, lengths: torch.Tensor | None = None) -> list[torch.Tensor]:
+        """Micro-batches of ``rows`` (in order): at most ``micro_batch_size`` rows and, given the rows' token
+        ``lengths``, at most ``micro_batch_tokens`` padded tokens (a longer row goes alone)."""
         size = self.config.micro_batch_size or len(rows)
-        return list(torch.split(rows, max(size, 1)))
+        budget = self.config.micro_batch_tokens
+        if lengths is None or not budget:
+            return list(torch.split(rows, max(size, 1)))
+        out: list[list[int]] = []
+        width = 0
+        for r in rows.tolist():
+            n = int(lengths[r])
+            if out and len(out[-1]) < size and max(width, n) * (len(out[-1]) + 1) <= budget:
+                out[-1].append(r)
+                width = max(width, n)
+            else:
+                out.append([r])
+                width = n
+        return [torch.tensor(m, dtype=torch.long) for m in out]
 
     # -- checkpoints ------------------------------------------------------------------------------------------------
     def save_checkpoint(self, directory: str | Path, extra: dict[str, Any] | None = None) -> Path:

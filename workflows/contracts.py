@@ -188,6 +188,7 @@ class TrainHparams:
     ppo_epochs: int = 1
     num_minibatches: int = 1
     micro_batch_size: int = 0  # 0: a whole minibatch per forward pass
+    micro_batch_tokens: int = 16384  # padded tokens per forward pass (a longer row goes alone); 0: no limit
     grad_clip: float = 1.0
     weight_decay: float = 0.0
     w_binary: float = 1.0
@@ -250,6 +251,7 @@ class TrainingInput:
     ppo_epochs: int = 1
     num_minibatches: int = 1
     micro_batch_size: int = 0
+    micro_batch_tokens: int = 16384
     grad_clip: float = 1.0
     weight_decay: float = 0.0
     w_binary: float = 1.0
@@ -373,6 +375,7 @@ class HparamsUpdate:
     ppo_epochs: int | None = None
     num_minibatches: int | None = None
     micro_batch_size: int | None = None
+    micro_batch_tokens: int | None = None
     grad_clip: float | None = None
     w_binary: float | None = None
     w_opd: float | None = None

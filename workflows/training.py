@@ -64,7 +64,8 @@ def check_hparams(values: dict[str, Any]) -> None:
         "batch_size": lambda v: v >= 1, "max_staleness": lambda v: v >= 0, "max_steps": lambda v: v >= 0,
         "poll_s": lambda v: v > 0, "lr": lambda v: 0 < v < 1, "kl_beta": lambda v: v >= 0,
         "clip_eps": lambda v: 0 < v < 1, "clip_eps_high": lambda v: v > 0, "ppo_epochs": lambda v: v >= 1,
-        "num_minibatches": lambda v: v >= 1, "micro_batch_size": lambda v: v >= 0, "grad_clip": lambda v: v > 0,
+        "num_minibatches": lambda v: v >= 1, "micro_batch_size": lambda v: v >= 0,
+        "micro_batch_tokens": lambda v: v >= 0, "grad_clip": lambda v: v > 0,
         "step_sleep_s": lambda v: v >= 0,
         "engines": lambda v: all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in v),
     }
