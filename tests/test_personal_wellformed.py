@@ -142,6 +142,7 @@ def test_comments_well_formed_and_broken() -> None:
     assert well_formed_comment(good, JAR, WORK, MARK) == (True, "")
     assert personalization_score("teacher", good, JAR, WORK, MARK) == score_teacher(good, JAR, WORK) >= 0.8
     assert well_formed_comment("Correct. Well done!", JAR, WORK, MARK) == (True, "")
+    assert well_formed_comment("Correct, great job \U0001f389", JAR, WORK, MARK) == (True, "")  # an emoji ends it
     # the teacher's mark is a source: "the answer is 25" quotes it
     wrong_work, wrong_mark = "2 + 11 = 13\n13 + 9 = 21\nAnswer: 21", "I marked it wrong: the answer is 22 candies."
     fix = "Not quite right, but good effort! In the last step, 13 + 9 is 22, not 21, so the answer should be 22."
@@ -175,6 +176,11 @@ def test_users_are_confused_by_broken_text_and_say_how_to_fix_it() -> None:
             assert "thank" not in reaction.text.lower()
             vote, hint = judge.assess(reaction.text)
             assert vote == -1 and fixes[kind] in hint.lower(), (reaction.text, hint)
+    # an AI-looking answer with a number from nowhere: both complaints, both hints
+    reaction = student.react(JAR, AI.replace("2 + 11 = **13**", "2 + 12 = **14**").replace("13 + 9", "14 + 9"))
+    vote, hint = judge.assess(reaction.text)
+    assert reaction.kind == "confused" and vote == -1 and "numbers" in hint, reaction.text
+    assert any(w in hint.lower() for w in ("bold", "normal", "plain", "formatting", "casually", "markdown")), hint
     teacher, p = SimulatedTeacher(seed=1), generate(1, "train", seed=4)[0]
     teacher.opening(p)
     right = teacher.claimed[p.id] == p.answer

@@ -40,6 +40,7 @@ answer and ``comment_verdict`` whether a grading comment calls the work right or
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
@@ -270,7 +271,10 @@ def _sentence_flaw(text: str) -> Flaw | None:
     if m:
         line_start = text.rfind("\n", 0, m.start()) + 1
         return Flaw("broken_sentence", text[max(line_start, m.start() - 30):m.end()].strip())
-    last = text.strip().splitlines()[-1].strip()
+    line = text.strip().splitlines()[-1].rstrip()
+    if unicodedata.category(line[-1]).startswith("S") and not line[-1].isascii():
+        return None  # an emoji ends a line as a full stop does
+    last = re.sub(r"[^\w.!?)]+$", "", line)  # closing quote marks, colons: what is before them counts
     line_toks = _tokens(last)
     if _SENTENCE_END.search(last) or (line_toks and line_toks[-1].kind == "num") or _TAGGED.search(last):
         return None

@@ -15,7 +15,7 @@ Both read the answer before its style: a malformed one (``envs.personal.scoring.
 calculation without its result, a dropped number, a number from nowhere, a broken sentence, no final answer) confuses
 them, as garbled text would a person. They say so (never a thank-you, however plain the text) and say what is wrong
 and how to fix it ("Finish each calculation with its result."), naming the fragment, so that the judge votes -1 and
-finds a hint.
+finds a hint; an answer whose style they dislike as well gets that complaint too.
 
 Whether an answer satisfies the user is decided by the deterministic personalization scorer (envs.personal.scoring,
 ``personalization_score``: 0 for a malformed answer); the teacher also needs the comment's verdict
@@ -29,7 +29,15 @@ from dataclasses import dataclass
 from typing import Literal
 
 from envs.personal.problems import Problem
-from envs.personal.scoring import Flaw, comment_verdict, find_comment_flaw, find_flaw, personalization_score
+from envs.personal.scoring import (
+    Flaw,
+    comment_verdict,
+    find_comment_flaw,
+    find_flaw,
+    personalization_score,
+    score_student,
+    score_teacher,
+)
 from envs.personal.styles import render_student_work, teacher_mark
 
 ReactionKind = Literal["praise", "complaint", "reask", "confused"]
@@ -145,7 +153,8 @@ class SimulatedStudent:
     def react(self, problem: Problem, answer: str) -> Reaction:
         flaw = find_flaw(answer, problem)
         if flaw is not None:
-            return confused(self.rng, _STUDENT_CONFUSED, flaw)
+            style = self.rng.choice(_STUDENT_COMPLAIN) if score_student(answer) < SATISFIED_AT else ""
+            return confused(self.rng, _STUDENT_CONFUSED, flaw, style)
         if self.score(problem, answer) >= SATISFIED_AT:
             return Reaction(self.rng.choice(_STUDENT_PRAISE), "praise", True)
         if self.rng.random() < self.reask_rate:
@@ -180,17 +189,21 @@ class SimulatedTeacher:
         if comment_verdict(answer) is not work_right:
             text = self.rng.choice(_TEACHER_WRONG_VERDICT[work_right])
             return Reaction(text.format(c=problem.fmt(claimed), a=problem.fmt(problem.answer)), "complaint", False)
-        flaw = find_comment_flaw(answer, problem, self.work.get(problem.id, ""), self.marks.get(problem.id, ""))
+        work = self.work.get(problem.id, "")
+        flaw = find_comment_flaw(answer, problem, work, self.marks.get(problem.id, ""))
         if flaw is not None:
-            return confused(self.rng, _TEACHER_CONFUSED, flaw)
+            style = self.rng.choice(_TEACHER_COMPLAIN) if score_teacher(answer, problem, work) < SATISFIED_AT else ""
+            return confused(self.rng, _TEACHER_CONFUSED, flaw, style)
         if self.score(problem, answer) >= SATISFIED_AT:
             return Reaction(self.rng.choice(_TEACHER_PRAISE), "praise", True)
         return Reaction(self.rng.choice(_TEACHER_COMPLAIN), "complaint", False)
 
 
-def confused(rng: random.Random, phrasings: dict[str, list[str]], flaw: Flaw) -> Reaction:
-    """The user's reaction to a malformed answer: confusion, what is wrong, how to fix it."""
-    return Reaction(rng.choice(phrasings[flaw.kind]).format(d=flaw.detail), "confused", False)
+def confused(rng: random.Random, phrasings: dict[str, list[str]], flaw: Flaw, style: str = "") -> Reaction:
+    """The user's reaction to a malformed answer: confusion, what is wrong, how to fix it, and the ``style``
+    complaint the answer would have had anyway (a user who minds both says both)."""
+    text = rng.choice(phrasings[flaw.kind]).format(d=flaw.detail)
+    return Reaction(f"{text} {style[:1].upper()}{style[1:]}" if style else text, "confused", False)
 
 
 def make_user(setting: str, seed: int = 0) -> SimulatedStudent | SimulatedTeacher:
