@@ -25,7 +25,8 @@ from starlette.types import Send
 from api.deps import Gateway
 from api.errors import OpenAIError, bad_request, engine_error, error_body
 from api.render import DeltaStream, RenderError, ToolCallStream, split_tool_calls, template_messages
-from api.schemas import AssistantMessage, ChatCompletion, ChatCompletionRequest, Choice, ToolCallOut, Usage
+from api.schemas import (AssistantMessage, ChatCompletion, ChatCompletionRequest, Choice, PromptTokensDetails, ToolCallOut,
+                         Usage)
 from api.sink import TurnJob
 from openclaw_rl.keys import ApiKey
 from openclaw_rl.logging import get_logger
@@ -81,6 +82,7 @@ class Completed:
     weight_version: str
     content: str | None = None
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    cached_tokens: int = 0  # prompt tokens the engine reused from its prefix cache
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -157,7 +159,8 @@ def turn_job(gw: Gateway, t: PreparedTurn, done: Completed) -> TurnJob:
                   "prompt_text": prompt_text, "response_text": done.text, "content": done.content,
                   "tool_calls": done.tool_calls, "finish_reason": done.finish_reason,
                   "prompt_tokens": len(prompt_ids), "served_prompt_tokens": len(t.prompt_ids),
-                  "completion_tokens": len(done.output_ids), "internal_context_stripped": stripped,
+                  "completion_tokens": len(done.output_ids), "cached_tokens": done.cached_tokens,
+                  "internal_context_stripped": stripped,
                   "session_done": t.session_done, "created_at": t.created_at}
         return ref, record
 
@@ -224,7 +227,8 @@ async def complete(gw: Gateway, t: PreparedTurn, request: Request) -> ChatComple
     finish = _finish(gen.finish_reason, calls)
     done = Completed(output_ids=list(gen.output_ids), output_logprobs=list(gen.output_logprobs), text=gen.text,
                      finish_reason=finish, weight_version=str(gen.weight_version),
-                     content=(content or None) if calls else content, tool_calls=calls)
+                     content=(content or None) if calls else content, tool_calls=calls,
+                     cached_tokens=gen.cached_tokens)
     gw.sink.submit(turn_job(gw, t, done))
     message = AssistantMessage(content=done.content,
                                tool_calls=[ToolCallOut.model_validate(c) for c in calls] or None)
@@ -232,7 +236,8 @@ async def complete(gw: Gateway, t: PreparedTurn, request: Request) -> ChatComple
         id=t.request_id, created=int(t.created_at), model=gw.model_name,
         system_fingerprint=f"policy-{gen.weight_version}", choices=[Choice(message=message, finish_reason=finish)],
         usage=Usage(prompt_tokens=len(t.prompt_ids), completion_tokens=len(gen.output_ids),
-                    total_tokens=len(t.prompt_ids) + len(gen.output_ids)))
+                    total_tokens=len(t.prompt_ids) + len(gen.output_ids),
+                    prompt_tokens_details=PromptTokensDetails(cached_tokens=gen.cached_tokens)))
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -263,10 +268,11 @@ class _Chunks:
                  "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]}
         return f"data: {json.dumps(chunk, ensure_ascii=False, separators=(',', ':'))}\n\n"
 
-    def usage(self, prompt_tokens: int, completion_tokens: int) -> str:
+    def usage(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> str:
         chunk = {**self.base, "system_fingerprint": self.fingerprint, "choices": [],
                  "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                           "total_tokens": prompt_tokens + completion_tokens}}
+                           "total_tokens": prompt_tokens + completion_tokens,
+                           "prompt_tokens_details": {"cached_tokens": cached_tokens}}}
         return f"data: {json.dumps(chunk, separators=(',', ':'))}\n\n"
 
 
@@ -292,6 +298,7 @@ async def _stream(gw: Gateway, t: PreparedTurn, engine: AsyncIterator[Any], firs
     text: list[str] = []
     reason: Any = None
     version: Any = ""
+    cached = 0
     finished = False
     try:
         # Frames are batched per engine chunk: the role frame leaves with the first token, the closing frames
@@ -305,7 +312,7 @@ async def _stream(gw: Gateway, t: PreparedTurn, engine: AsyncIterator[Any], firs
             chunks.fingerprint = f"policy-{version}"
             pending += "".join(chunks.event(delta) for delta in deltas.feed(chunk.text))
             if chunk.finished:
-                reason = chunk.finish_reason
+                reason, cached = chunk.finish_reason, chunk.cached_tokens
                 break
             yield pending
             pending = ""
@@ -315,10 +322,10 @@ async def _stream(gw: Gateway, t: PreparedTurn, engine: AsyncIterator[Any], firs
         full = "".join(text)
         content = (split_tool_calls(full)[0] or None) if calls else full
         finished = True
-        gw.sink.submit(turn_job(gw, t, Completed(ids, logprobs, full, finish, str(version), content, calls)))
+        gw.sink.submit(turn_job(gw, t, Completed(ids, logprobs, full, finish, str(version), content, calls, cached)))
         pending += chunks.event({}, finish_reason=finish)
         if t.include_usage:
-            pending += chunks.usage(len(t.prompt_ids), len(ids))
+            pending += chunks.usage(len(t.prompt_ids), len(ids), cached)
         yield pending + "data: [DONE]\n\n"
     except Exception as e:  # noqa: BLE001 - headers are sent: report in-band, as OpenAI does
         err = e if isinstance(e, OpenAIError) else engine_error(e)

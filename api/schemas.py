@@ -122,10 +122,15 @@ class ChatCompletionRequest(BaseModel):
 # Responses
 # ---------------------------------------------------------------------------------------------------------------------
 
+class PromptTokensDetails(BaseModel):
+    cached_tokens: int = 0
+
+
 class Usage(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    prompt_tokens_details: PromptTokensDetails | None = None  # OpenAI's field: prompt tokens served from the cache
 
 
 class FunctionCallOut(BaseModel):

@@ -5,8 +5,8 @@
 but has its documented columns; columns that records carry beyond those are added as they appear (union by name).
 
 ``turns`` (records/turns): session VARCHAR, turn BIGINT, user VARCHAR, turn_type VARCHAR ('main'|'side'),
-    model VARCHAR, prompt_tokens BIGINT, completion_tokens BIGINT, latency_ms DOUBLE, finish_reason VARCHAR,
-    policy_version BIGINT, recorded_at TIMESTAMPTZ, version BIGINT, date DATE, archived BOOLEAN
+    model VARCHAR, prompt_tokens BIGINT, cached_tokens BIGINT (served from the engine's prefix cache),
+    completion_tokens BIGINT, latency_ms DOUBLE, finish_reason VARCHAR, policy_version BIGINT, recorded_at TIMESTAMPTZ, version BIGINT, date DATE, archived BOOLEAN
 ``judgements`` (records/judgements): session VARCHAR, turn BIGINT, sample_id VARCHAR, reward DOUBLE,
     hint VARCHAR, hint_accepted BOOLEAN, method VARCHAR, policy_version BIGINT, recorded_at TIMESTAMPTZ,
     version BIGINT, date DATE, archived BOOLEAN
@@ -48,7 +48,8 @@ if TYPE_CHECKING:
 _RECORD_COMMON = "policy_version BIGINT, recorded_at TIMESTAMPTZ, version BIGINT, date DATE, archived BOOLEAN"
 RECORD_COLUMNS = {
     "turns": "session VARCHAR, turn BIGINT, user VARCHAR, turn_type VARCHAR, model VARCHAR, prompt_tokens BIGINT, "
-             "completion_tokens BIGINT, latency_ms DOUBLE, finish_reason VARCHAR, " + _RECORD_COMMON,
+             "cached_tokens BIGINT, completion_tokens BIGINT, latency_ms DOUBLE, finish_reason VARCHAR, "
+             + _RECORD_COMMON,
     "judgements": "session VARCHAR, turn BIGINT, sample_id VARCHAR, reward DOUBLE, hint VARCHAR, "
                   "hint_accepted BOOLEAN, method VARCHAR, " + _RECORD_COMMON,
     "events": "event VARCHAR, source VARCHAR, message VARCHAR, " + _RECORD_COMMON,

@@ -61,6 +61,7 @@ class Generation:
     completion_tokens: int
     weight_version: str
     matched_stop: int | str | None = None
+    cached_tokens: int = 0  # prompt tokens the engine reused from its prefix cache
 
 
 @dataclass
@@ -72,6 +73,7 @@ class GenerationChunk:
     finish_reason: str | None = None
     weight_version: str | None = None  # set on the final chunk
     matched_stop: int | str | None = None
+    cached_tokens: int = 0  # set on the final chunk
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -171,7 +173,8 @@ class PolicyClient:
             output_ids=output_ids, output_logprobs=_logprobs(meta, "output_token_logprobs"), text=out.get("text", ""),
             finish_reason=reason or "length", prompt_tokens=int(meta.get("prompt_tokens", len(input_ids))),
             completion_tokens=int(meta.get("completion_tokens", len(output_ids))),
-            weight_version=str(meta.get("weight_version", "")), matched_stop=matched)
+            weight_version=str(meta.get("weight_version", "")), matched_stop=matched,
+            cached_tokens=int(meta.get("cached_tokens") or 0))
 
     async def generate_stream(self, input_ids: list[int], sampling: SamplingParams,
                               rid: str | None = None) -> AsyncIterator[GenerationChunk]:
@@ -211,7 +214,8 @@ class PolicyClient:
                     reason, matched = _finish(meta)
                     yield GenerationChunk(output_ids=ids, output_logprobs=lps, text=delta, finished=reason is not None,
                                           finish_reason=reason, matched_stop=matched,
-                                          weight_version=meta.get("weight_version") if reason else None)
+                                          weight_version=meta.get("weight_version") if reason else None,
+                                          cached_tokens=int(meta.get("cached_tokens") or 0) if reason else 0)
         except aiohttp.ConnectionTimeoutError as exc:
             raise PolicyEngineError(0, f"cannot connect to {self.base_url} in time: {exc!r}") from exc
         except TimeoutError as exc:

@@ -186,3 +186,29 @@ def test_context_window_exceeded(gw: Gw) -> None:
     with pytest.raises(openai.BadRequestError) as err:
         gw.client().chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=600)
     assert err.value.code == "context_length_exceeded"
+
+
+def test_later_turns_report_cached_prompt_tokens(gw: Gw) -> None:
+    """The engine's prefix cache shows in OpenAI's ``usage.prompt_tokens_details.cached_tokens``, streamed or not, and
+    in the turn records; the trained prompt is the exact rendered one either way."""
+    system = {"role": "system", "content": " ".join(["the agent reads the file and writes a note"] * 12)}
+    first = [system, {"role": "user", "content": "a user opens the door"}]
+    out = gw.client().chat.completions.create(model="m", messages=first, max_tokens=8, temperature=0)
+    second = [*first, {"role": "assistant", "content": out.choices[0].message.content},
+              {"role": "user", "content": "the agent writes a note"}]
+    stream = gw.client().chat.completions.create(model="m", messages=second, max_tokens=8, stream=True,
+                                                 stream_options={"include_usage": True}, temperature=0)
+    chunks = list(stream)
+    usage = chunks[-1].usage
+    system_ids = len(gw.ids([system]))
+    assert usage.prompt_tokens == len(gw.ids(second))
+    assert system_ids <= usage.prompt_tokens_details.cached_tokens < usage.prompt_tokens
+    again = gw.client().chat.completions.create(model="m", messages=second, max_tokens=8, temperature=0)
+    assert again.usage.prompt_tokens_details.cached_tokens == again.usage.prompt_tokens - 1
+    ref = gw.turn(again.id)
+    assert ref.payload.prompt_ids == gw.ids(second)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not any(r.get("request_id") == again.id for _, r in gw.records.rows):
+        time.sleep(0.05)
+    row = next(r for kind, r in gw.records.rows if r.get("request_id") == again.id)
+    assert row["cached_tokens"] == again.usage.prompt_tokens - 1
