@@ -57,8 +57,8 @@ RECORD_COLUMNS = {
 TRAINED_COLUMNS = "sample_id VARCHAR, step BIGINT, trained_at TIMESTAMPTZ, run VARCHAR"
 EXPERIMENT_COLUMNS = ("experiment VARCHAR, setting VARCHAR, method VARCHAR, seed BIGINT, run VARCHAR, "
                       "interactions BIGINT, phase VARCHAR, score DOUBLE, accuracy DOUBLE, degenerate_rate DOUBLE, "
-                      "n_problems BIGINT, policy_version BIGINT, samples_trained BIGINT, train_steps BIGINT, lr DOUBLE, "
-                      "batch_size BIGINT, recorded_at TIMESTAMPTZ")
+                      "n_problems BIGINT, policy_version BIGINT, samples_trained BIGINT, train_steps BIGINT, "
+                      "lr DOUBLE, batch_size BIGINT, recorded_at TIMESTAMPTZ")
 VIEWS = ("turns", "judgements", "events", "samples", "trained", "experiments")
 
 
