@@ -21,6 +21,7 @@ from envs.personal.scoring import (
 )
 from envs.personal.styles import TEACHER_MARKS, render_grading, render_solution, render_student_work, teacher_mark
 from envs.personal.users import SimulatedStudent, SimulatedTeacher
+from tests.fixtures_model import tiny_model_path  # noqa: F401 - session fixture
 
 # the problem: 2 red, 11 blue and 9 green candies
 JAR = Problem("candy_jar-test", "A jar has 2 red candies, 11 blue candies and 9 green candies. How many candies are in "
@@ -258,3 +259,15 @@ def test_evaluation_reports_the_degenerate_rate() -> None:
     flagged = [it for it in ev.items if not it.well_formed]
     assert {it.problem_id for it in flagged} == broken
     assert all(it.malformed_reason.startswith("incomplete equation") and it.score == 0.0 for it in flagged)
+
+
+def test_degenerate_measure_on_the_test_model(tiny_model_path) -> None:  # noqa: ANN001, F811 - session fixture
+    from envs.personal.degenerate import measure
+
+    n = 4
+    result = measure(tiny_model_path, n=n, max_new_tokens=48, examples=n)
+    for key in ("student_first", "student_hinted", "teacher_first", "teacher_hinted"):
+        part = result[key]
+        flagged = sum(part["flaws"].values())
+        assert part["degenerate_rate"] == pytest.approx(flagged / n) and len(part["examples"]) == flagged
+        assert all(ex["reason"] and ex["problem"] for ex in part["examples"])
