@@ -51,49 +51,77 @@ def up(
     engine: Annotated[bool, typer.Option(help="start the local policy engine (off: use OPENCLAW_ENGINE_URLS)")] = True,
     gateway: Annotated[bool, typer.Option(help="start the OpenAI-compatible gateway")] = True,
 ) -> None:
-    """Start the local stack (Temporal dev server with UI, engine, workers, gateway) and keep it up until Ctrl-C."""
-    from openclaw_rl.logging import get_logger, log_startup
-    from openclaw_rl.stack import Stack, engine_service, gateway_service, read_status, temporal_service, \
-        worker_service
+    """Start the local stack (Temporal dev server with UI, engine, workers, gateway) and keep it up until Ctrl-C.
+
+    SIGTERM, SIGINT (Ctrl-C) and SIGHUP stop every service it started, and their children, within 10 s, also while
+    it is still starting them. Services that an earlier `up` from the same runtime folder left running (it was killed
+    with SIGKILL) are stopped first; while that earlier `up` itself still runs, this one refuses to start.
+    """
+    from openclaw_rl.logging import log_startup
+    from openclaw_rl.stack import Stack, StackBusy, StackStopped
 
     s = get_settings()
     log_startup("up")
-    log = get_logger("up")
     stack = Stack(s)
+    with stack.stopping_on_signals():
+        try:
+            _run_stack(stack, s, check=check, queues=queues, engine=engine, gateway=gateway)
+        except StackBusy as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(1) from None
+        except StackStopped as e:
+            _say(f"{e} received: stopping ...")
+        finally:
+            stack.stop_all()
+
+
+def _run_stack(stack, s, *, check: bool, queues: str, engine: bool,  # type: ignore[no-untyped-def]
+               gateway: bool) -> None:
+    from openclaw_rl.logging import get_logger
+    from openclaw_rl.stack import engine_service, gateway_service, read_status, temporal_service, worker_service
+
+    log = get_logger("up")
+    leftovers = stack.reclaim()
+    if leftovers:
+        log.warning("stopped services an earlier `up` left running", services=[
+            {"name": svc["name"], "pid": svc["pid"]} for svc in leftovers])
+    if engine:
+        model = _ensure_model(s, log)
+    stack.start(temporal_service(s))
+    log.info("temporal up", address=s.temporal_address, ui=f"http://127.0.0.1:{s.temporal_ui_port}")
+    if engine:
+        stack.start(engine_service(s, str(model)), timeout_s=300)
+        log.info("engine up", url=s.engine_url, model=str(model))
+    stack.start(worker_service(s, queues))
+    ok = _wait_worker(s, timeout_s=180)
+    if gateway:
+        stack.start(gateway_service(s), timeout_s=120)
+        log.info("gateway up", url=f"http://{s.gateway_host}:{s.gateway_port}/v1")
+    status = {"services": read_status(s), "worker_roundtrip": ok,
+              "temporal_ui": f"http://127.0.0.1:{s.temporal_ui_port}"}
+    if check:
+        typer.echo(json.dumps(status, indent=2))
+        if not ok or not all(r["alive"] and r["healthy"] is not False for r in status["services"]):
+            raise typer.Exit(1)
+        return
+    typer.echo(f"stack up - Temporal UI http://127.0.0.1:{s.temporal_ui_port}"
+               + (f" - gateway http://{s.gateway_host}:{s.gateway_port}/v1" if gateway else "")
+               + " - Ctrl-C to stop")
+    while all(r["alive"] for r in read_status(s)):
+        time.sleep(1.0)
+    log.error("a service exited; stopping the stack", services=read_status(s))
+    raise typer.Exit(1)
+
+
+def _say(message: str) -> None:
+    """Print, unless the terminal is gone (SIGHUP): stopping the stack must not depend on it."""
     try:
-        if engine:
-            model = _ensure_model(s)
-        stack.start(temporal_service(s))
-        log.info("temporal up", address=s.temporal_address, ui=f"http://127.0.0.1:{s.temporal_ui_port}")
-        if engine:
-            stack.start(engine_service(s, str(model)), timeout_s=300)
-            log.info("engine up", url=s.engine_url, model=str(model))
-        stack.start(worker_service(s, queues))
-        ok = _wait_worker(s, timeout_s=180)
-        if gateway:
-            stack.start(gateway_service(s), timeout_s=120)
-            log.info("gateway up", url=f"http://{s.gateway_host}:{s.gateway_port}/v1")
-        status = {"services": read_status(s), "worker_roundtrip": ok,
-                  "temporal_ui": f"http://127.0.0.1:{s.temporal_ui_port}"}
-        if check:
-            typer.echo(json.dumps(status, indent=2))
-            if not ok or not all(r["alive"] and r["healthy"] is not False for r in status["services"]):
-                raise typer.Exit(1)
-            return
-        typer.echo(f"stack up - Temporal UI http://127.0.0.1:{s.temporal_ui_port}"
-                   + (f" - gateway http://{s.gateway_host}:{s.gateway_port}/v1" if gateway else "")
-                   + " - Ctrl-C to stop")
-        while all(r["alive"] for r in read_status(s)):
-            time.sleep(1.0)
-        log.error("a service exited; stopping the stack", services=read_status(s))
-        raise typer.Exit(1)
-    except KeyboardInterrupt:
-        typer.echo("stopping ...")
-    finally:
-        stack.stop_all()
+        typer.echo(message)
+    except OSError:
+        pass
 
 
-def _ensure_model(s):  # type: ignore[no-untyped-def]
+def _ensure_model(s, log):  # type: ignore[no-untyped-def]
     """The model the engine serves: the configured folder, or the embedded tiny model (built once, then cached)."""
     from pathlib import Path
 
@@ -101,6 +129,7 @@ def _ensure_model(s):  # type: ignore[no-untyped-def]
         return s.model_path
     from tinymodel.build import build_tiny
 
+    log.info("building the tiny model (once, then cached)", path=str(s.model_path))
     return build_tiny(Path(s.model_path), preset="default")
 
 
@@ -121,7 +150,7 @@ def _wait_worker(s, timeout_s: float) -> bool:  # type: ignore[no-untyped-def]
 @app.command()
 def status(as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
     """Report what `openclaw-rl up` started and whether each part answers."""
-    from openclaw_rl.stack import read_status
+    from openclaw_rl.stack import owner_alive, read_status
 
     s = get_settings()
     rows = read_status(s)
@@ -136,6 +165,8 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="print JSON")] =
         if r["healthy"] is not None:
             state += ", healthy" if r["healthy"] else ", unhealthy"
         typer.echo(f"{r['name']:<10} pid {r['pid']:<8} {state:<16} {r['health_url'] or ''}")
+    if any(r["alive"] for r in rows) and owner_alive(s) is False:
+        typer.echo("the `up` that started these is gone; the next `openclaw-rl up` stops them")
 
 
 _register_groups()

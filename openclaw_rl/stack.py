@@ -1,7 +1,9 @@
-"""Start, watch and stop the local stack: Temporal dev server, workers, (later) engine and gateway.
+"""Start, watch and stop the local stack: Temporal dev server, engine, workers and gateway.
 
-Each service is its own process; pids and log files live under the runtime folder, so `openclaw-rl status` from another
-shell can see what `openclaw-rl up` started.
+Each service is its own process in a session (and process group) of its own; pids and log files live under the runtime
+folder, so `openclaw-rl status` from another shell can see what `openclaw-rl up` started. Stopping a service stops its
+whole process group and every descendant (the Temporal CLI's server, uvicorn's workers), SIGTERM first, SIGKILL after a
+grace period. A stack whose owner died without stopping it (SIGKILL) is stopped by the next ``Stack.reclaim()``.
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -30,6 +35,7 @@ class Service:
     health_url: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     pid: int | None = None
+    started: int | None = None  # the process's start time (see process_start): tells it from a later reuse of the pid
     log: str = ""
 
 
@@ -91,7 +97,28 @@ def gateway_service(s: Settings) -> Service:
                    health_url=f"http://{s.gateway_host}:{s.gateway_port}/healthz")
 
 
+class StackStopped(BaseException):
+    """A stop signal reached the process running the stack. A BaseException, so that no ``except Exception`` on the
+    way (a retry loop, say) swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(signal.Signals(signum).name)
+
+
+class StackBusy(RuntimeError):
+    """Another live process runs a stack from the same runtime folder."""
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+STOP_GRACE_S = 6.0  # SIGTERM to SIGKILL; with the SIGKILL wait, a whole stack is gone well within 10 s
+KILL_WAIT_S = 2.0
+
+
 class Stack:
+    """The services one process started. ``stack.json`` names that process (the owner) and every service with its
+    process start time, so a later run can tell its live leftovers from unrelated processes that reuse a pid."""
+
     def __init__(self, s: Settings) -> None:
         self.s = s
         self.dir = s.runtime_dir
@@ -99,17 +126,26 @@ class Stack:
         (self.dir / "logs").mkdir(exist_ok=True)
         self.state_file = self.dir / "stack.json"
         self.services: list[Service] = []
+        self._owns_state = False
+        self._spawning = False  # a stop signal now is held until the new pid is recorded
+        self._held: int | None = None
+        self._stopping = False  # a stop is under way: further stop signals change nothing
 
     def start(self, svc: Service, timeout_s: float = 60.0) -> Service:
         log_path = self.dir / "logs" / f"{svc.name}.log"
         svc.log = str(log_path)
         env = {**os.environ, **svc.env}
-        with open(log_path, "ab") as log:
-            proc = subprocess.Popen(svc.argv, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                    cwd=str(Path(__file__).resolve().parent.parent), start_new_session=True)
-        svc.pid = proc.pid
-        self.services.append(svc)
-        self._save()
+        self._spawning = True
+        try:
+            with open(log_path, "ab") as log:
+                proc = subprocess.Popen(svc.argv, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                        cwd=str(Path(__file__).resolve().parent.parent), start_new_session=True)
+            svc.pid, svc.started = proc.pid, process_start(proc.pid)
+            self.services.append(svc)
+            self._save()
+        finally:
+            self._spawning = False
+        self._raise_held()
         deadline = time.monotonic() + timeout_s
         while svc.port is not None and time.monotonic() < deadline:
             if proc.poll() is not None:
@@ -123,32 +159,105 @@ class Stack:
         return svc
 
     def _save(self) -> None:
-        self.state_file.write_text(json.dumps([asdict(x) for x in self.services], indent=2))
+        owner = {"pid": os.getpid(), "started": process_start(os.getpid()), "command": " ".join(sys.argv)}
+        state = {"owner": owner, "services": [asdict(x) for x in self.services]}
+        tmp = self.state_file.with_name(f".{self.state_file.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(state, indent=2))
+        tmp.replace(self.state_file)  # `status` in another shell never reads half a file
+        self._owns_state = True
 
-    def stop_all(self, grace_s: float = 10.0) -> None:
-        for svc in reversed(self.services):
-            stop_pid(svc.pid, grace_s)
-        self.services.clear()
+    def stop_all(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Stop every service (and its children) within about ``grace_s`` + 2 s; stop signals meanwhile are ignored."""
+        stopping, self._stopping = self._stopping, True
+        try:
+            stop_processes([svc.pid for svc in reversed(self.services) if svc.pid], grace_s)
+            self.services.clear()
+            if self._owns_state:
+                self.state_file.unlink(missing_ok=True)
+                self._owns_state = False
+        finally:
+            self._stopping = stopping
+
+    def reclaim(self, grace_s: float = STOP_GRACE_S) -> list[dict[str, Any]]:
+        """Stop what a previous stack from this runtime folder left running (its owner was killed with SIGKILL, say)
+        and return those services; raise StackBusy while that owner is still alive."""
+        state = read_state(self.state_file)
+        if state is None:
+            return []
+        owner = state.get("owner") or {}
+        if owner.get("pid") and owner["pid"] != os.getpid() and same_process(owner["pid"], owner.get("started")):
+            raise StackBusy(f"process {owner['pid']} ({owner.get('command') or 'openclaw-rl'}) still runs a stack from "
+                            f"{self.dir}; stop it first (kill {owner['pid']}), or set OPENCLAW_RUNTIME_DIR elsewhere")
+        groups = {int(svc["pid"]): svc for svc in reversed(state["services"]) if leftover_group(svc)}
+        live = [svc for pid, svc in groups.items() if _alive([pid], {})]
+        stop_processes(list(groups), grace_s)
         self.state_file.unlink(missing_ok=True)
+        return live[::-1]
+
+    @contextmanager
+    def stopping_on_signals(self) -> Iterator[None]:
+        """While inside, SIGTERM, SIGINT and SIGHUP raise StackStopped in the main thread (once), so the caller's
+        ``finally: stack.stop_all()`` runs; a signal that lands while a service is being spawned waits until its pid
+        is recorded."""
+        def handler(signum: int, _frame: object) -> None:
+            if self._stopping:
+                return
+            if self._spawning:
+                self._held = self._held or signum
+                return
+            self._stopping = True
+            raise StackStopped(signum)
+
+        previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+
+    def _raise_held(self) -> None:
+        held, self._held = self._held, None
+        if held is not None and not self._stopping:
+            self._stopping = True
+            raise StackStopped(held)
 
 
-def stop_pid(pid: int | None, grace_s: float = 10.0) -> None:
-    """SIGTERM the process group, wait, then SIGKILL what is left."""
-    if not pid:
-        return
+# ---------------------------------------------------------------------------------------------------------------------
+# Processes: /proc where there is one (Linux), process groups alone elsewhere
+# ---------------------------------------------------------------------------------------------------------------------
+
+HAVE_PROC = Path("/proc/self/stat").exists()
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    ppid: int
+    pgrp: int
+    state: str
+    started: int  # clock ticks after boot: with the pid, names one process for good
+
+
+def proc_info(pid: int) -> ProcInfo | None:
     try:
-        os.killpg(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        if not pid_alive(pid):
-            return
-        time.sleep(0.1)
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()  # the command name, in parentheses, may hold spaces
+    return ProcInfo(ppid=int(fields[1]), pgrp=int(fields[2]), state=fields[0], started=int(fields[19]))
+
+
+def process_start(pid: int) -> int | None:
+    info = proc_info(pid)
+    return info.started if info else None
+
+
+def proc_table() -> dict[int, ProcInfo]:
+    """Every live (non-zombie) process; empty without /proc."""
+    table = {}
+    for entry in Path("/proc").iterdir() if HAVE_PROC else ():
+        if entry.name.isdigit() and (info := proc_info(int(entry.name))) is not None and info.state != "Z":
+            table[int(entry.name)] = info
+    return table
 
 
 def pid_alive(pid: int) -> bool:
@@ -162,20 +271,135 @@ def pid_alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    try:  # a zombie is not alive
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except OSError:
+    except PermissionError:
+        pass  # someone else's process, alive
+    if not HAVE_PROC:
         return True
+    info = proc_info(pid)
+    return info is not None and info.state != "Z"  # a zombie is not alive
+
+
+def same_process(pid: int, started: int | None) -> bool:
+    """``pid`` is alive and, when its start time was recorded, is still the process that was recorded."""
+    return pid_alive(pid) and (started is None or process_start(pid) in (None, started))
+
+
+def service_alive(svc: dict[str, Any]) -> bool:
+    """A service from stack.json still runs: the same process, still leading the group it was started in."""
+    pid = int(svc.get("pid") or 0)
+    if not pid or not same_process(pid, svc.get("started")):
+        return False
+    try:
+        return os.getpgid(pid) == pid
+    except ProcessLookupError:
+        return False
+
+
+def leftover_group(svc: dict[str, Any]) -> bool:
+    """Whether the process group a service from stack.json led may still hold its processes: its leader is still the
+    recorded process (running, or a zombie), or no process has the leader's pid any more (members that outlived
+    their leader keep the group id from being handed out again)."""
+    pid = int(svc.get("pid") or 0)
+    if not pid:
+        return False
+    if not HAVE_PROC:
+        return service_alive(svc) or not pid_alive(pid)
+    info = proc_info(pid)
+    return info is None or (info.pgrp == pid and svc.get("started") in (None, info.started))
+
+
+def _targets(leaders: list[int], table: dict[int, ProcInfo]) -> dict[int, int]:
+    """pid -> start time of every process in the groups ``leaders`` lead and of every descendant of a leader, one
+    that moved to a session of its own included (it would outlive a SIGTERM to the group)."""
+    children: dict[int, list[int]] = {}
+    for pid, info in table.items():
+        children.setdefault(info.ppid, []).append(pid)
+    found, todo = set(), list(leaders)
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.add(pid)
+            todo += children.get(pid, [])
+    found |= {pid for pid, info in table.items() if info.pgrp in leaders}
+    return {pid: table[pid].started for pid in found if pid in table}
+
+
+def stop_processes(leaders: list[int], grace_s: float = STOP_GRACE_S) -> None:
+    """SIGTERM the process groups ``leaders`` lead (in that order) and their descendants outside those groups, wait
+    until every one of them has exited, SIGKILL whatever is left after ``grace_s``."""
+    leaders = [p for p in leaders if p]
+    if not leaders:
+        return
+    targets = _targets(leaders, proc_table())
+    _signal(leaders, targets, signal.SIGTERM)
+    if not _wait_gone(leaders, targets, grace_s):
+        _signal(leaders, targets, signal.SIGKILL)
+        _wait_gone(leaders, targets, KILL_WAIT_S)
+
+
+def _signal(leaders: list[int], targets: dict[int, int], sig: int) -> None:
+    for leader in leaders:
+        try:
+            os.killpg(leader, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for pid, started in targets.items():
+        info = proc_info(pid)
+        if info is not None and info.started == started and info.pgrp not in leaders:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _alive(leaders: list[int], targets: dict[int, int]) -> list[int]:
+    """What is left: leaders not yet exited (our own children are reaped here), live members of their groups, live
+    targets."""
+    left = [p for p in leaders if pid_alive(p)]
+    if not HAVE_PROC:
+        for leader in leaders:
+            try:
+                os.killpg(leader, 0)
+                left.append(leader)
+            except (ProcessLookupError, PermissionError):
+                pass
+        return left
+    table = proc_table()
+    left += [pid for pid, info in table.items() if info.pgrp in leaders]
+    left += [pid for pid, started in targets.items() if pid in table and table[pid].started == started]
+    return left
+
+
+def _wait_gone(leaders: list[int], targets: dict[int, int], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while _alive(leaders, targets):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def stop_pid(pid: int | None, grace_s: float = 10.0) -> None:
+    """SIGTERM the process group ``pid`` leads (and its descendants), wait, then SIGKILL what is left."""
+    if pid:
+        stop_processes([pid], grace_s)
+
+
+def read_state(state_file: Path) -> dict[str, Any] | None:
+    """stack.json as {"owner": {...}, "services": [...]}; a file from before owners were recorded has no owner."""
+    try:
+        state = json.loads(state_file.read_text())
+    except (OSError, ValueError):
+        return None
+    return {"owner": None, "services": state} if isinstance(state, list) else state
 
 
 def read_status(s: Settings) -> list[dict[str, object]]:
     """What the last `up` started and whether each piece answers now."""
-    state_file = s.runtime_dir / "stack.json"
-    if not state_file.exists():
-        return []
+    state = read_state(s.runtime_dir / "stack.json")
     rows = []
-    for svc in json.loads(state_file.read_text()):
-        alive = bool(svc.get("pid")) and pid_alive(int(svc["pid"]))
+    for svc in state["services"] if state else []:
+        alive = service_alive(svc)
         healthy: bool | None = None
         if svc.get("health_url") and alive:
             try:
@@ -185,3 +409,10 @@ def read_status(s: Settings) -> list[dict[str, object]]:
         rows.append({"name": svc["name"], "pid": svc["pid"], "alive": alive, "healthy": healthy,
                      "health_url": svc.get("health_url"), "log": svc.get("log")})
     return rows
+
+
+def owner_alive(s: Settings) -> bool | None:
+    """Whether the process that started the stack in stack.json still runs (None: no stack, or no owner recorded)."""
+    state = read_state(s.runtime_dir / "stack.json")
+    owner = (state or {}).get("owner") or {}
+    return same_process(int(owner["pid"]), owner.get("started")) if owner.get("pid") else None

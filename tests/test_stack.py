@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import uuid
@@ -105,3 +108,38 @@ async def test_log_lines_carry_temporal_ids(temporal_env):
     assert out["workflow"]["workflow_id"] == f"log-probe-{tq}" and out["workflow"]["workflow_type"] == "LogContextProbe"
     assert out["activity"]["workflow_id"] == f"log-probe-{tq}"
     assert out["activity"]["activity_type"] == "log_context_probe" and out["activity"]["activity_id"]
+
+
+CHILDREN = """
+import signal, subprocess, sys, time
+sleep = [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"]
+stubborn = subprocess.Popen(sleep)  # same process group, ignores SIGTERM
+escaped = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
+print(stubborn.pid, escaped.pid, flush=True)
+time.sleep(300)
+"""
+
+
+def test_stop_pid_stops_the_group_and_children_that_left_it() -> None:
+    """A group member that ignores SIGTERM gets SIGKILL after the grace period; a child in a session of its own (as
+    a daemonising server would put it) is stopped with its parent."""
+    from openclaw_rl.stack import pid_alive, stop_pid
+
+    leader = subprocess.Popen([sys.executable, "-c", CHILDREN], stdout=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    pids = [leader.pid]
+    try:
+        stubborn, escaped = (int(x) for x in leader.stdout.readline().split())
+        pids += [stubborn, escaped]
+        time.sleep(0.5)  # the stubborn child has set its SIGTERM handler
+        assert os.getpgid(stubborn) == leader.pid and os.getpgid(escaped) == escaped
+        t0 = time.monotonic()
+        stop_pid(leader.pid, grace_s=1.0)
+        took = time.monotonic() - t0
+        assert [p for p in pids if pid_alive(p)] == []
+        assert 1.0 <= took < 4.0  # the stubborn one waited out the grace period, then went at once
+    finally:
+        for pid in pids:
+            if pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        leader.wait(10)
