@@ -131,7 +131,7 @@ def create_app(settings: Settings | None = None, *, policy: Any = None, temporal
                      keys=keys or KeyStore.in_runtime_dir(s.runtime_dir), sink=sink,
                      model_name=info.get("served_model_name") or Path(s.model_path).name,
                      context_length=_context_length(info, tok, Path(s.model_path)),
-                     default_max_tokens=s.gateway_default_max_tokens)
+                     default_max_tokens=s.gateway_default_max_tokens, records=writer)
         app.state.gateway = gw
         gc.freeze()  # start-up objects (tokenizer, torch via transformers) leave the collector's scans: no long pauses
         log.info("gateway ready", engine=s.engine_url, temporal=s.temporal_address, model=gw.model_name,

@@ -23,7 +23,7 @@ from starlette.responses import StreamingResponse
 from starlette.types import Send
 
 from api.deps import Gateway
-from api.errors import OpenAIError, bad_request, engine_error, error_body
+from api.errors import ContextLengthExceeded, OpenAIError, bad_request, engine_error, error_body
 from api.render import DeltaStream, RenderError, ToolCallStream, split_tool_calls, template_messages
 from api.schemas import (AssistantMessage, ChatCompletion, ChatCompletionRequest, Choice, PromptTokensDetails, ToolCallOut,
                          Usage)
@@ -105,12 +105,17 @@ async def prepare(gw: Gateway, body: ChatCompletionRequest, user: ApiKey, header
             prompt_ids = gw.renderer.encode(prompt_text)
     except RenderError as e:
         raise bad_request(str(e), param="messages") from None
+    session_id = session_id_for(user.key_id, raw, messages)
+    turn_type = classify_turn(messages, tools, headers.turn_type)
+    try:
+        sampling = _sampling(gw, body, len(prompt_ids))
+    except ContextLengthExceeded as e:
+        _record_rejection(gw, e, user=user, session_id=session_id, turn_type=turn_type, stream=bool(body.stream))
+        raise
     return PreparedTurn(
-        request_id=f"chatcmpl-{uuid.uuid4().hex}", created_at=time.time(), user=user,
-        session_id=session_id_for(user.key_id, raw, messages),
-        turn_type=classify_turn(messages, tools, headers.turn_type), session_done=headers.session_done,
-        messages=messages, tools=tools, prompt_text=prompt_text, prompt_ids=prompt_ids,
-        sampling=_sampling(gw, body, len(prompt_ids)),
+        request_id=f"chatcmpl-{uuid.uuid4().hex}", created_at=time.time(), user=user, session_id=session_id,
+        turn_type=turn_type, session_done=headers.session_done,
+        messages=messages, tools=tools, prompt_text=prompt_text, prompt_ids=prompt_ids, sampling=sampling,
         parse_tools=bool(tools) and body.tool_choice != "none",
         include_usage=bool(body.stream_options and body.stream_options.include_usage),
     )
@@ -120,10 +125,7 @@ def _sampling(gw: Gateway, body: ChatCompletionRequest, prompt_len: int) -> Samp
     limit = gw.context_length
     requested = body.max_completion_tokens or body.max_tokens
     if prompt_len >= limit or (requested and prompt_len + requested > limit):
-        asked = f" and {requested} in the completion" if requested else ""
-        raise bad_request(f"This model's maximum context length is {limit} tokens. However, your request has "
-                          f"{prompt_len} tokens in the messages{asked}. Shorten the messages or the completion.",
-                          param="messages", code="context_length_exceeded")
+        raise ContextLengthExceeded(limit, prompt_len, requested)
     return SamplingParams(
         max_new_tokens=requested or min(limit - prompt_len, gw.default_max_tokens),
         temperature=1.0 if body.temperature is None else body.temperature,
@@ -132,6 +134,24 @@ def _sampling(gw: Gateway, body: ChatCompletionRequest, prompt_len: int) -> Samp
         stop=[body.stop] if isinstance(body.stop, str) else (list(body.stop) if body.stop else None),
         sampling_seed=body.seed,
     )
+
+
+def _record_rejection(gw: Gateway, e: ContextLengthExceeded, *, user: ApiKey, session_id: str, turn_type: str,
+                      stream: bool) -> None:
+    """Count the refused turn and write an ``events`` record of it. It never reaches the engine or its session
+    workflow, so this record is the only trace it leaves in the store."""
+    gw.rejected[e.code or "rejected"] += 1
+    record = {"event": e.code, "source": "gateway", "message": str(e.detail), "session": session_id,
+              "user": user.key_id, "user_name": user.name, "turn_type": turn_type, "model": gw.model_name,
+              "prompt_tokens": e.prompt_tokens, "max_tokens": e.max_tokens, "context_length": e.limit,
+              "stream": stream}
+    log.info("turn refused: context length exceeded", session=session_id, user=user.key_id,
+             prompt_tokens=e.prompt_tokens, max_tokens=e.max_tokens, context_length=e.limit)
+    if gw.records is not None:
+        try:
+            gw.records.append("events", record)
+        except Exception:  # noqa: BLE001 - a record must never change the answer
+            log.exception("event record failed", session=session_id)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import hmac
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
@@ -27,6 +28,8 @@ class Gateway:
     model_name: str
     context_length: int
     default_max_tokens: int
+    records: Any = None  # RecordWriter (or any object with its append) for the gateway's own events
+    rejected: Counter[str] = field(default_factory=Counter)  # refused requests by error code, since start
 
 
 async def get_gateway(request: Request) -> Gateway:

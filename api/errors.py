@@ -37,6 +37,18 @@ class OpenAIError(HTTPException):
         return error_body(str(self.detail), self.type, self.param, self.code)
 
 
+class ContextLengthExceeded(OpenAIError):
+    """The prompt (plus the completion asked for) does not fit the model's context: OpenAI's 400
+    ``context_length_exceeded``, with the numbers kept for the record."""
+
+    def __init__(self, limit: int, prompt_tokens: int, max_tokens: int | None) -> None:
+        asked = f" and {max_tokens} in the completion" if max_tokens else ""
+        super().__init__(400, f"This model's maximum context length is {limit} tokens. However, your request has "
+                              f"{prompt_tokens} tokens in the messages{asked}. Shorten the messages or the completion.",
+                         param="messages", code="context_length_exceeded")
+        self.limit, self.prompt_tokens, self.max_tokens = limit, prompt_tokens, max_tokens
+
+
 def error_body(message: str, type: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": type, "param": param, "code": code}}
 

@@ -214,3 +214,4 @@ class HealthReport(BaseModel):
     engine: dict[str, Any]
     temporal: dict[str, Any]
     spool: dict[str, Any]
+    rejected: dict[str, int] = {}  # refused requests since start, by error code

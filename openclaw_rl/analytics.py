@@ -10,8 +10,11 @@ but has its documented columns; columns that records carry beyond those are adde
 ``judgements`` (records/judgements): session VARCHAR, turn BIGINT, sample_id VARCHAR, reward DOUBLE,
     hint VARCHAR, hint_accepted BOOLEAN, method VARCHAR, policy_version BIGINT, recorded_at TIMESTAMPTZ,
     version BIGINT, date DATE, archived BOOLEAN
-``events`` (records/events): event VARCHAR, source VARCHAR, message VARCHAR, policy_version BIGINT,
-    recorded_at TIMESTAMPTZ, version BIGINT, date DATE, archived BOOLEAN
+``events`` (records/events): event VARCHAR, source VARCHAR, message VARCHAR, session VARCHAR, user VARCHAR,
+    turn_type VARCHAR, model VARCHAR, prompt_tokens BIGINT, max_tokens BIGINT, context_length BIGINT, policy_version
+    BIGINT, recorded_at TIMESTAMPTZ, version BIGINT, date DATE, archived BOOLEAN. The gateway writes one
+    ``event = 'context_length_exceeded'`` row per request it refused as too long for the context (``max_tokens``: the
+    completion asked for, NULL when none; ``context_length``: the limit); those never reach the engine or Temporal.
 ``samples`` (samples/): sample_id, run, policy_version, session, user, turn, method, prompt_ids INTEGER[],
     response_ids INTEGER[], rollout_logprobs FLOAT[], teacher_logprobs FLOAT[] (NULL without a teacher), reward FLOAT,
     loss_mask TINYINT[], has_teacher, created_at TIMESTAMPTZ, group_id, step_index, advantages FLOAT[],
@@ -52,7 +55,8 @@ RECORD_COLUMNS = {
              + _RECORD_COMMON,
     "judgements": "session VARCHAR, turn BIGINT, sample_id VARCHAR, reward DOUBLE, hint VARCHAR, "
                   "hint_accepted BOOLEAN, method VARCHAR, " + _RECORD_COMMON,
-    "events": "event VARCHAR, source VARCHAR, message VARCHAR, " + _RECORD_COMMON,
+    "events": "event VARCHAR, source VARCHAR, message VARCHAR, session VARCHAR, user VARCHAR, turn_type VARCHAR, "
+              "model VARCHAR, prompt_tokens BIGINT, max_tokens BIGINT, context_length BIGINT, " + _RECORD_COMMON,
 }
 TRAINED_COLUMNS = "sample_id VARCHAR, step BIGINT, trained_at TIMESTAMPTZ, run VARCHAR"
 EXPERIMENT_COLUMNS = ("experiment VARCHAR, setting VARCHAR, method VARCHAR, seed BIGINT, run VARCHAR, "

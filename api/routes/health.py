@@ -1,6 +1,7 @@
 """``GET /healthz``: can this gateway serve (engine), and where do turns go (Temporal or the spool)?
 
 200 while the engine answers (Temporal down only degrades: turns spool and replay later); 503 when it does not.
+``rejected`` counts the requests refused since start by error code (``context_length_exceeded``).
 """
 
 from __future__ import annotations
@@ -31,5 +32,5 @@ async def healthz(gw: GatewayDep) -> JSONResponse:
                                                               else "unreachable")}
     spool = {"pending": sink["pending"], "in_flight": sink["in_flight"], "delivered": sink["delivered"]}
     status = "down" if not engine["ok"] else ("degraded" if sink["down"] or sink["pending"] else "ok")
-    report = HealthReport(status=status, engine=engine, temporal=temporal, spool=spool)
+    report = HealthReport(status=status, engine=engine, temporal=temporal, spool=spool, rejected=dict(gw.rejected))
     return JSONResponse(report.model_dump(), status_code=200 if engine["ok"] else 503)
