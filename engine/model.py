@@ -10,7 +10,10 @@ Padded query positions write junk keys past a request's real length. That is har
 by the request's real token before any real query can attend to it, and the causal mask hides it until then.
 
 The maths follows `transformers.models.qwen3.modeling_qwen3` (RMSNorm in fp32, rotary on the halves, per-head
-q_norm/k_norm before rotary, GQA, SwiGLU); q/k/v and gate/up projections are fused into one matmul each.
+q_norm/k_norm before rotary, GQA, SwiGLU, per-layer sliding-window attention from ``layer_types``/``sliding_window``:
+a query sees itself and the ``window - 1`` positions before it); q/k/v and gate/up projections are fused into one
+matmul each. With a window on every layer, a forward reads only the keys its queries' windows reach, so attention
+costs the same at any context length.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ class ModelConfig:
     max_position_embeddings: int
     tie_word_embeddings: bool
     eos_token_ids: tuple[int, ...]
+    # per layer: the sliding attention window (a query sees itself and the window - 1 keys before it), or None
+    windows: tuple[int | None, ...] = ()
 
     @classmethod
     def from_dir(cls, path: str | Path) -> "ModelConfig":
@@ -52,6 +57,10 @@ class ModelConfig:
         theta = rope.get("rope_theta", raw.get("rope_theta", 10000.0))
         eos = _eos_ids(path, raw)
         heads = raw["num_attention_heads"]
+        layers = raw["num_hidden_layers"]
+        window = raw.get("sliding_window") if raw.get("use_sliding_window") else None
+        types = raw.get("layer_types") or ["sliding_attention" if window and i >= raw.get("max_window_layers", 0)
+                                           else "full_attention" for i in range(layers)]
         return cls(
             vocab_size=raw["vocab_size"], hidden_size=raw["hidden_size"],
             intermediate_size=raw["intermediate_size"], num_layers=raw["num_hidden_layers"],
@@ -59,12 +68,20 @@ class ModelConfig:
             head_dim=raw.get("head_dim") or raw["hidden_size"] // heads, rms_norm_eps=raw.get("rms_norm_eps", 1e-6),
             rope_theta=float(theta), max_position_embeddings=raw.get("max_position_embeddings", 2048),
             tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)), eos_token_ids=eos,
+            windows=tuple(window if window and t == "sliding_attention" else None for t in types),
         )
 
     def shapes(self) -> tuple:
         """What two checkpoints must share to be hot-swapped into the same cache (and mixed in one forward)."""
         return (self.vocab_size, self.hidden_size, self.intermediate_size, self.num_layers, self.num_heads,
-                self.num_kv_heads, self.head_dim, self.rope_theta, self.rms_norm_eps)
+                self.num_kv_heads, self.head_dim, self.rope_theta, self.rms_norm_eps, self.windows)
+
+    @property
+    def receptive_field(self) -> int | None:
+        """With a sliding window on every layer, how far back (in positions) the last layer's output can see."""
+        if not self.windows or any(w is None for w in self.windows):
+            return None
+        return sum(w - 1 for w in self.windows)  # type: ignore[operator]
 
 
 def _eos_ids(path: Path, raw: dict) -> tuple[int, ...]:
@@ -256,7 +273,13 @@ def forward(w: Weights, cache: KVCache, slots: list[int], input_ids: torch.Tenso
     freqs = pos[..., None].float() * w.inv_freq  # (B, T, d/2)
     emb = torch.cat((freqs, freqs), dim=-1)
     cos, sin = emb.cos().to(w.embed.dtype)[:, None], emb.sin().to(w.embed.dtype)[:, None]  # (B, 1, T, d)
-    mask = (torch.arange(kv_len)[None, None, :] <= pos[:, :, None])[:, None]  # (B, 1, T, kv_len)
+    windows = cfg.windows or (None,) * cfg.num_layers
+    # every layer sliding: keys older than the oldest query's window are never looked at, so they are not read
+    kv_lo = max(0, min(starts) - max(windows) + 1) if cfg.receptive_field is not None else 0  # type: ignore[type-var]
+    key_pos = torch.arange(kv_lo, kv_len)
+    causal = key_pos[None, None, :] <= pos[:, :, None]  # (B, T, K)
+    masks = {win: (causal if win is None else causal & (key_pos[None, None, :] > pos[:, :, None] - win))[:, None]
+             for win in set(windows)}  # (B, 1, T, K) per window size
     if group is not None:
         input_ids = input_ids + group[:, None] * cfg.vocab_size
     x = F.embedding(input_ids, w.embed)  # (B, T, H)
@@ -270,9 +293,9 @@ def forward(w: Weights, cache: KVCache, slots: list[int], input_ids: torch.Tenso
         # advanced indices on dims 0 and 2 put (B, T) first: the value is (B, T, nkv, d)
         cache.k[i][slot_idx[:, None], :, pos] = k.transpose(1, 2)
         cache.v[i][slot_idx[:, None], :, pos] = v
-        keys = cache.k[i][slot_idx, :, :kv_len]  # (B, nkv, kv_len, d)
-        values = cache.v[i][slot_idx, :, :kv_len]
-        attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=nkv != nh)
+        keys = cache.k[i][slot_idx, :, kv_lo:kv_len]  # (B, nkv, K, d)
+        values = cache.v[i][slot_idx, :, kv_lo:kv_len]
+        attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=masks[windows[i]], enable_gqa=nkv != nh)
         x = x + _proj(attn.transpose(1, 2).reshape(bsz, seq, nh * d), lw.o, group, g)
         gate, up = _proj(_norm(x, lw.ln2, eps, group), lw.gate_up, group, g).chunk(2, dim=-1)
         x = x + _proj(F.silu(gate) * up, lw.down, group, g)

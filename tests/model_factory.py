@@ -56,7 +56,8 @@ def _train_tokenizer(out: Path) -> int:
     return tok.get_vocab_size()
 
 
-def make_random_qwen3(directory: str | Path, seed: int = 0, hidden_size: int = 64, layers: int = 2) -> Path:
+def make_random_qwen3(directory: str | Path, seed: int = 0, hidden_size: int = 64, layers: int = 2,
+                      sliding_window: int | None = None, max_positions: int = 512) -> Path:
     """Write a tiny random Qwen3ForCausalLM with a ChatML tokenizer into ``directory``; returns the path."""
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
@@ -74,6 +75,8 @@ def make_random_qwen3(directory: str | Path, seed: int = 0, hidden_size: int = 6
         num_attention_heads=4, num_key_value_heads=2, head_dim=hidden_size // 4, max_position_embeddings=512,
         tie_word_embeddings=False, eos_token_id=special["<|im_end|>"], pad_token_id=special["<|endoftext|>"],
         bos_token_id=None, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        **({"use_sliding_window": True, "sliding_window": sliding_window, "max_window_layers": 0,
+            "layer_types": ["sliding_attention"] * layers} if sliding_window else {}),
     )
     torch.manual_seed(seed)
     model = Qwen3ForCausalLM(config)

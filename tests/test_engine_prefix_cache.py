@@ -215,3 +215,39 @@ def test_concurrent_burst_of_one_prompt_is_exact(url, hf):
     outs = asyncio.run(burst())
     assert all(o["output_ids"] == ref for o in outs)
     assert sorted(o["meta_info"]["cached_tokens"] for o in outs) == [0] + [len(ids) - 1] * 5
+
+
+@pytest.fixture(scope="module")
+def swa_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.model_factory import make_random_qwen3
+
+    return make_random_qwen3(tmp_path_factory.mktemp("swa-qwen3"), seed=3, layers=3, sliding_window=24,
+                             max_positions=2048)
+
+
+def test_sliding_window_model_matches_transformers_past_its_window(swa_model: Path, monkeypatch):
+    """A sliding-window model: log-probs and greedy tokens equal transformers' on a prompt many windows long, computed
+    in chunks, from a cached prefix, and from a copied one."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    import engine.runner as runner
+
+    model = AutoModelForCausalLM.from_pretrained(swa_model, dtype=torch.float32).eval()
+    assert model.config.layer_types == ["sliding_attention"] * 3
+    tok = AutoTokenizer.from_pretrained(swa_model)
+    ids = _prompt(tok, 200, seed=15)
+    assert len(ids) > 10 * 24
+    monkeypatch.setattr(runner, "STEP_ATTENTION_AREA", 4000)
+    with running_engine(swa_model, max_batch=2) as u:
+        scored = _gen(u, input_ids=ids, return_logprob=True, logprob_start_len=0,
+                      sampling_params={"max_new_tokens": 0})
+        got = torch.tensor([e[0] for e in scored["meta_info"]["input_token_logprobs"][1:]])
+        assert (got - _hf_logprobs(model, ids)).abs().max().item() <= 1e-4
+        ref = _hf_greedy(model, ids, 30)
+        first = _greedy(u, ids, 30)
+        follow = _greedy(u, ids + ref + ids[:40], 10)
+        info = httpx.get(f"{u}/get_model_info", timeout=10).json()
+    assert first["output_ids"] == ref and first["meta_info"]["cached_tokens"] == len(ids) - 1
+    assert follow["meta_info"]["cached_tokens"] == len(ids) + 30 - 1
+    assert follow["output_ids"] == _hf_greedy(model, ids + ref + ids[:40], 10)
+    assert info["steps"] > 5

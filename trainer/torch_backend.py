@@ -203,13 +203,19 @@ class TorchBackend:
     def _logits(self, model: torch.nn.Module, mb: Batch) -> tuple[torch.Tensor, Batch]:
         """Logits of the positions that predict response tokens ``[b, N, V]`` (the last N of the row, N from the
         earliest response start), and ``mb`` with ``resp_index`` counted within them. A long prompt's positions
-        never reach the LM head; a single unpadded row gets no mask, so attention takes the causal kernel."""
+        never reach the LM head; a single unpadded row gets no mask, so attention takes the causal kernel. A model
+        with a sliding window on every layer sees only ``receptive_field`` positions back, so the prompt before that
+        is left out (same logits: the positions keep their numbers, and attention is relative)."""
         L = mb.input_ids.shape[1]
         trained = mb.mask > 0
         first = int(mb.resp_index[trained].min()) if bool(trained.any()) else L - 1
-        mask = None if len(mb.input_ids) == 1 and bool(mb.attention_mask.all()) else mb.attention_mask
+        reach = receptive_field(model.config)
+        cut = max(0, first - reach) if reach is not None else 0
+        ids, attn = mb.input_ids[:, cut:], mb.attention_mask[:, cut:]
+        mask = None if len(ids) == 1 and bool(attn.all()) else attn
+        pos = torch.arange(cut, L, device=ids.device).expand(len(ids), -1) if cut else None
         with torch.autocast(self.device.type, dtype=self.compute_dtype, enabled=self.compute_dtype != torch.float32):
-            logits = model(input_ids=mb.input_ids, attention_mask=mask, use_cache=False,
+            logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False,
                            logits_to_keep=L - first).logits  # [b, L - first, V]
         return logits, replace(mb, resp_index=(mb.resp_index - first).clamp(min=0))
 
@@ -274,6 +280,15 @@ class TorchBackend:
         self.base_path = Path(state.get("base_model_path") or self.base_path)
         self.set_config(self.config)
         self.step, self.policy_version = int(state["step"]), int(state["policy_version"])
+
+
+def receptive_field(config: Any) -> int | None:
+    """How many positions back the last layer sees, when every layer has a sliding window (else None)."""
+    window = getattr(config, "sliding_window", None)
+    types = getattr(config, "layer_types", None)
+    if not window or not types or any(t != "sliding_attention" for t in types):
+        return None
+    return len(types) * (int(window) - 1)
 
 
 def read_state(directory: str | Path) -> dict[str, Any]:
