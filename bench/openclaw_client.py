@@ -15,6 +15,7 @@ Run ``python -m bench.openclaw_client --help``; it prints one JSON object.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import platform
@@ -96,7 +97,7 @@ def _npm(args: list[str], env: dict[str, str], log: Path, timeout_s: float) -> N
                                     f"see {log}") from None
     if done.returncode != 0:
         tail = log.read_text(errors="replace")[-1500:]
-        raise ClientUnavailable(f"npm {' '.join(args[:1] + args[-1:])} failed (exit {done.returncode}); "
+        raise ClientUnavailable(f"`npm {' '.join(args)}` failed (exit {done.returncode}; registry unreachable?); "
                                 f"see {log}:\n{tail}")
 
 
@@ -130,28 +131,31 @@ def ensure_installed(cache_dir: Path | None = None, *, openclaw_version: str = O
     node_dir, oc_dir = cache / f"node-{node_version}", cache / f"openclaw-{openclaw_version}"
     node_pkg = node_package(node_version)
     node = node_dir / "node_modules" / node_pkg.split("@")[0] / "bin" / "node"
-    entry = oc_dir / "node_modules" / "openclaw" / "openclaw.mjs"
-    install = Install(node, entry, openclaw_version, node_version)
+    install = Install(node, oc_dir / "node_modules" / "openclaw" / "openclaw.mjs", openclaw_version, node_version)
     env = {**os.environ, "PATH": f"{node.parent}{os.pathsep}{os.environ.get('PATH', '')}",
            "npm_config_update_notifier": "false"}
-    if _works([str(node), "--version"], env) == f"v{node_version}" and _version_of(install, env) == openclaw_version:
-        _say(progress, f"using OpenClaw {openclaw_version} on Node {node_version} from {cache}")
-        return install
     cache.mkdir(parents=True, exist_ok=True)
-    log = cache / "install.log"
-    t0 = time.monotonic()
-    _say(progress, f"checking the npm registry for openclaw@{openclaw_version} (log: {log})")
-    _npm(["view", f"openclaw@{openclaw_version}", "version"], env, log, timeout_s=60)
-    if _works([str(node), "--version"], env) != f"v{node_version}":
-        _say(progress, f"installing {node_pkg} into {node_dir}")
-        _install_package(node_pkg, node_dir, env, log, timeout_s)
-        if _works([str(node), "--version"], env) != f"v{node_version}":
-            raise ClientUnavailable(f"{node_pkg} installed but {node} does not run; see {log}")
-    _say(progress, f"installing openclaw@{openclaw_version} into {oc_dir} (about 650 MB)")
-    _install_package(f"openclaw@{openclaw_version}", oc_dir, env, log, timeout_s)  # scripts run on node 24
-    found = _version_of(install, env)
-    if found != openclaw_version:
-        raise ClientUnavailable(f"openclaw installed but `openclaw --version` says {found!r}; see {log}")
+    with open(cache / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a second installer waits, then finds the client there
+        node_ok = _works([str(node), "--version"], env) == f"v{node_version}"
+        if node_ok and _version_of(install, env) == openclaw_version:
+            _say(progress, f"using OpenClaw {openclaw_version} on Node {node_version} from {cache}")
+            return install
+        log = cache / "install.log"
+        t0 = time.monotonic()
+        _say(progress, f"checking the npm registry for openclaw@{openclaw_version} (log: {log})")
+        _npm(["view", "--fetch-retries=0", "--fetch-timeout=30000", f"openclaw@{openclaw_version}", "version"], env,
+             log, timeout_s=60)  # no retries: an unreachable registry says so in seconds
+        if not node_ok:
+            _say(progress, f"installing {node_pkg} into {node_dir}")
+            _install_package(node_pkg, node_dir, env, log, timeout_s)
+            if _works([str(node), "--version"], env) != f"v{node_version}":
+                raise ClientUnavailable(f"{node_pkg} installed but {node} does not run; see {log}")
+        _say(progress, f"installing openclaw@{openclaw_version} into {oc_dir} (about 650 MB)")
+        _install_package(f"openclaw@{openclaw_version}", oc_dir, env, log, timeout_s)  # its scripts run on node 24
+        found = _version_of(install, env)
+        if found != openclaw_version:
+            raise ClientUnavailable(f"openclaw installed but `openclaw --version` says {found!r}; see {log}")
     _say(progress, f"installed OpenClaw {openclaw_version} on Node {node_version} in {time.monotonic() - t0:.0f}s")
     return install
 
