@@ -12,6 +12,8 @@ Rules that keep outputs exact:
 - when prompt log-probs are asked from ``logprob_start_len``, nothing from that position on is reused (its hidden
   states are needed).
 
+A request that continues a kept sequence takes its slot; one that branches off inside it copies the shared part into
+another slot, so both branches stay cached (a chat's next turn and the scoring or side request between two turns).
 Slots without a match are taken empty-first, then least recently used. A burst of requests with one long prompt (an
 agent's turn and its side requests, an evaluation) does not compute it once per request: while one request is still
 computing a prefix, the others that share it wait in the queue and copy it when it is done.
@@ -103,10 +105,13 @@ class SlotPool:
         """Give ``req`` a slot; sets ``req.slot``, ``req.cached`` and, for a copy, ``req.copy_from``."""
         assert self.idle, "no free slot"
         best, best_len, best_busy = self._best(req, uid)
-        if best is not None and not best_busy:
+        # An idle match is taken over only when the request continues all of it (the next turn of a chat); one that
+        # branches off inside it (a side request, a scoring prompt with a hint) copies the shared part instead, so
+        # the kept sequence stays whole for the turn that will continue it.
+        if best is not None and not best_busy and (best_len >= len(self.kept[best].tokens) - 1 or self.free == 1):
             slot = best
         else:
-            slot = self._evict()
+            slot = self._evict(keep=best)
             if best is not None:
                 req.copy_from = (best, best_len)
         self.idle.remove(slot)
@@ -116,11 +121,12 @@ class SlotPool:
         self.prompt_tokens += len(req.input_ids)
         self.cached_tokens += best_len
 
-    def _evict(self) -> int:
+    def _evict(self, keep: int | None = None) -> int:
+        """A free slot to (re)use: an empty one, else the least recently used other than ``keep``."""
         empty = [s for s in self.idle if s not in self.kept]
         if empty:
             return empty[-1]
-        return min(self.idle, key=lambda s: self.kept[s].used)
+        return min((s for s in self.idle if s != keep), key=lambda s: self.kept[s].used)
 
     def release(self, req: Req) -> None:
         slot = req.slot

@@ -251,3 +251,21 @@ def test_sliding_window_model_matches_transformers_past_its_window(swa_model: Pa
     assert follow["meta_info"]["cached_tokens"] == len(ids) + 30 - 1
     assert follow["output_ids"] == _hf_greedy(model, ids + ref + ids[:40], 10)
     assert info["steps"] > 5
+
+
+def test_a_branch_copies_and_keeps_the_sequence_it_branched_from(url, hf):
+    """A request that diverges inside a kept sequence (a scoring prompt with a hint between two turns) leaves that
+    sequence whole: the next turn still reuses all of it."""
+    model, tok = hf
+    _flush(url)
+    turn1 = _prompt(tok, 120, seed=16)
+    reply = _greedy(url, turn1, 8)["output_ids"]
+    branch = turn1[:-5] + _prompt(tok, 10, seed=17)  # shares all but the end of turn 1's prompt
+    b = _gen(url, input_ids=branch, return_logprob=True, logprob_start_len=len(branch) - 3,
+             sampling_params={"max_new_tokens": 0})
+    assert b["meta_info"]["cached_tokens"] == len(turn1) - 5 + _common_extra(turn1, branch, len(turn1) - 5)
+    turn2 = turn1 + reply + _prompt(tok, 15, seed=18)
+    out = _greedy(url, turn2, 6)
+    assert out["meta_info"]["cached_tokens"] == len(turn1) + 8 - 1
+    assert out["output_ids"] == _hf_greedy(model, turn2, 6)
+
