@@ -41,11 +41,14 @@ def gateway(
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object (the only output format)")] = True,
     model: Annotated[Path | None, typer.Option("--model", help="HF folder; default: the built tiny model")] = None,
     requests: Annotated[int, typer.Option(help="request pairs (gateway vs engine direct)")] = 100,
+    agent_turns: Annotated[int, typer.Option(help="turns of the agent-shaped session (48k-character prompt); "
+                                                  "0 skips it")] = 5,
 ) -> None:
-    """Gateway: added latency over calling the engine directly (non-streamed and time to first token)."""
+    """Gateway: added latency over calling the engine directly (non-streamed and time to first token), then time to
+    the first token of an agent-shaped session (first turn, and later turns from the prefix cache)."""
     from bench.gateway import run
 
-    run(json_out=True, requests=requests, model_path=model)
+    run(json_out=True, requests=requests, model_path=model, agent_turns=agent_turns)
 
 
 @app.command("turn-to-sample")

@@ -10,6 +10,16 @@ and both paths use the same HTTP client library (aiohttp, as PolicyClient does):
 
 The gateway side includes what the gateway adds: auth, session and turn inference, chat-template rendering and
 tokenisation, OpenAI (de)serialisation and SSE framing, and handing the turn on (spool, records) after the reply.
+
+Then an agent-shaped session through the gateway, as OpenClaw sends it (``envs.personal.agent_prompt``): a system
+prompt of ``AGENT_PROMPT_CHARS`` characters with the agent's tools, the whole history resent every turn, the
+internal-context message last; streamed, ``include_usage``:
+
+- ``openclaw_shaped_ttft_s_first``: time to the first token of turn 1 (the whole prompt computed);
+- ``openclaw_shaped_ttft_s_p50``: median time to the first token of turns 2..N (the prompt and history cached);
+- ``prefix_cache_hit_rate``: cached / prompt tokens over turns 2..N, from ``usage.prompt_tokens_details``;
+  ``prefix_cache_hit_rate_session`` counts turn 1 too; ``new_session_cached_share``: the share of a second session's
+  first prompt (same agent, another session id in its Runtime line) that came from the cache.
 """
 
 from __future__ import annotations
@@ -29,6 +39,12 @@ from bench.procs import bench_model, free_port
 
 TARGET_MS = 5.0
 MAX_TOKENS = 16
+AGENT_PROMPT_CHARS = 48_000
+AGENT_TURNS = 5
+AGENT_MAX_TOKENS = 48
+AGENT_USER_MESSAGES = ["Can you check my homework? 12 times 7 is 84.", "What is 9 times 8?",
+                       "Please grade this: 45 + 17 = 62.", "How many minutes are in 3 hours?",
+                       "Thanks! One more: 144 divided by 12?", "Is 7 times 6 really 42?"]
 MESSAGES = [
     {"role": "system", "content": "You are a helpful personal assistant. Answer briefly and plainly."},
     {"role": "user", "content": "Can you check my homework answer? 12 times 7 is 84."},
@@ -127,7 +143,72 @@ async def _measure(engine_url: str, gateway_url: str, key: str, prompt_ids: list
     }
 
 
-def run(json_out: bool = True, requests: int = 100, model_path: Path | None = None) -> dict[str, Any]:
+async def _agent_session(gateway_url: str, key: str, turns: int, session: str, rng: Any,
+                         system: str, tools: list[dict]) -> list[dict[str, float]]:
+    """One agent-shaped session through the gateway; per turn: ttft_s, prompt_tokens, cached_tokens."""
+    import aiohttp
+
+    from envs.personal import agent_prompt as ap
+    from openclaw_rl.policy_client import _lines
+
+    system = system.replace("sessionId=", f"sessionId={session}-", 1)
+    history: list[dict[str, Any]] = [{"role": "system", "content": system}]
+    out = []
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {key}"},
+                                     timeout=aiohttp.ClientTimeout(total=600)) as http:
+        for i in range(turns):
+            history.append({"role": "user", "content": AGENT_USER_MESSAGES[i % len(AGENT_USER_MESSAGES)]})
+            body = {"model": "bench", "messages": [*history, {"role": "user", "content": ap.internal_context(rng)}],
+                    "tools": tools, "max_tokens": AGENT_MAX_TOKENS, "temperature": 0.8, "stream": True,
+                    "stream_options": {"include_usage": True}}
+            t0 = time.perf_counter()
+            first, text, usage = 0.0, [], {}
+            async with http.post(f"{gateway_url}/v1/chat/completions", json=body) as r:
+                if r.status != 200:
+                    raise RuntimeError(f"agent turn {i + 1}: HTTP {r.status}: {(await r.read())[:300]!r}")
+                async for line in _lines(r.content):
+                    if not line.startswith(b"data: {"):
+                        continue
+                    chunk = json.loads(line[6:])
+                    usage = chunk.get("usage") or usage
+                    for choice in chunk.get("choices") or []:
+                        delta = choice.get("delta") or {}
+                        if not first and (delta.get("content") or delta.get("tool_calls") or choice.get("finish_reason")):
+                            first = time.perf_counter() - t0
+                        text.append(delta.get("content") or "")
+            history.append({"role": "assistant", "content": "".join(text)})
+            out.append({"ttft_s": round(first, 4), "prompt_tokens": usage.get("prompt_tokens", 0),
+                        "cached_tokens": (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)})
+    return out
+
+
+async def _agent(gateway_url: str, key: str, turns: int, chars: int, n_tools: int) -> dict[str, Any]:
+    import random
+
+    from envs.personal import agent_prompt as ap
+
+    rng = random.Random(0)
+    system, tools = ap.system_prompt(rng, chars), ap.tools(rng, n_tools)
+    session = await _agent_session(gateway_url, key, turns, "bench-a", rng, system, tools)
+    second = await _agent_session(gateway_url, key, 1, "bench-b", rng, system, tools)
+    later = session[1:]
+    share = (lambda rows: round(sum(r["cached_tokens"] for r in rows) / max(1, sum(r["prompt_tokens"] for r in rows)),
+                                4))
+    return {
+        "openclaw_shaped_ttft_s_first": session[0]["ttft_s"],
+        "openclaw_shaped_ttft_s_p50": round(statistics.median(r["ttft_s"] for r in later), 4) if later else None,
+        "openclaw_shaped_ttft_s_max": max((r["ttft_s"] for r in later), default=None),
+        "prefix_cache_hit_rate": share(later), "prefix_cache_hit_rate_session": share(session),
+        "new_session_cached_share": share(second), "openclaw_shaped_prompt_chars": chars,
+        "openclaw_shaped_tools": n_tools,
+        "openclaw_shaped_prompt_tokens": [r["prompt_tokens"] for r in session],
+        "openclaw_shaped_cached_tokens": [r["cached_tokens"] for r in session],
+        "openclaw_shaped_ttft_s": [r["ttft_s"] for r in session],
+    }
+
+
+def run(json_out: bool = True, requests: int = 100, model_path: Path | None = None, agent_turns: int = AGENT_TURNS,
+        agent_prompt_chars: int = AGENT_PROMPT_CHARS, agent_tools: int = 12) -> dict[str, Any]:
     """Start an engine and a gateway, measure, stop them; prints one JSON object (or a short summary)."""
     from transformers import AutoTokenizer
 
@@ -159,6 +240,8 @@ def run(json_out: bool = True, requests: int = 100, model_path: Path | None = No
                 cpu1 = _cpu_s(gateway.pid)
                 if cpu0 is not None and cpu1 is not None:  # load-independent: what the gateway itself burns
                     result["gateway_cpu_ms_per_request"] = _ms((cpu1 - cpu0) / (2 * (requests + 4)))
+                if agent_turns > 0:
+                    result.update(asyncio.run(_agent(gateway_url, key, agent_turns, agent_prompt_chars, agent_tools)))
             finally:
                 procs.stop(gateway)
         finally:
@@ -171,6 +254,10 @@ def run(json_out: bool = True, requests: int = 100, model_path: Path | None = No
     else:
         print(f"gateway overhead p50 {result['overhead_ms_p50']} ms (direct {result['direct_ms_p50']} ms), "
               f"TTFT overhead p50 {result['ttft_overhead_ms_p50']} ms; target <= {TARGET_MS} ms")
+        if agent_turns > 0:
+            print(f"agent-shaped session ({agent_prompt_chars} chars): TTFT turn 1 "
+                  f"{result['openclaw_shaped_ttft_s_first']} s, later turns p50 {result['openclaw_shaped_ttft_s_p50']} s,"
+                  f" prefix cache hit rate {result['prefix_cache_hit_rate']}")
     return result
 
 

@@ -9,11 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures_model import tiny_model_path  # noqa: F401 - session fixture
 
-def test_gateway_bench_reports_paired_overheads(random_model_path: Path, capsys: pytest.CaptureFixture) -> None:
+
+def test_gateway_bench_reports_paired_overheads(tiny_model_path: Path, capsys: pytest.CaptureFixture) -> None:  # noqa: F811
     from bench.gateway import run
 
-    result = run(json_out=True, requests=3, model_path=random_model_path)
+    result = run(json_out=True, requests=3, model_path=tiny_model_path, agent_turns=3, agent_prompt_chars=4000,
+                 agent_tools=3)
     printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert printed == result
     for key in ("overhead_ms_p50", "ttft_overhead_ms_p50", "direct_ms_p50", "gateway_ms_p50",
@@ -22,3 +25,12 @@ def test_gateway_bench_reports_paired_overheads(random_model_path: Path, capsys:
     assert result["direct_ms_p50"] > 0 and result["gateway_ms_p50"] > 0 and result["gateway_ttft_ms_p50"] > 0
     assert result["requests"] == 3 and result["prompt_tokens"] > 0
     assert result["ok"] == (result["overhead_ms_p50"] <= 5.0 and result["ttft_overhead_ms_p50"] <= 5.0)
+    # the agent-shaped session: every later turn reuses the prompt and history it resends
+    prompt, cached = result["openclaw_shaped_prompt_tokens"], result["openclaw_shaped_cached_tokens"]
+    # turn 1 shares only the chat template's opening with the requests before it
+    assert len(prompt) == len(cached) == 3 and cached[0] < 20 and prompt[0] < prompt[1] < prompt[2]
+    # all of the previous prompt but its trailing internal-context message (which the next request drops)
+    assert all(0.9 * prompt[i - 1] < c < p for i, (c, p) in enumerate(zip(cached, prompt)) if i)
+    assert result["prefix_cache_hit_rate"] == round(sum(cached[1:]) / sum(prompt[1:]), 4)
+    assert 0 < result["new_session_cached_share"] < 1  # the prompt up to its Runtime line (other session id)
+    assert result["openclaw_shaped_ttft_s_first"] > 0 and result["openclaw_shaped_ttft_s_p50"] > 0

@@ -60,7 +60,7 @@ def test_tokenizer_and_assistant_mask(convs: list[dict]) -> None:
         trained = tok.decode([i for i, m in zip(ids, mask) if m], skip_special_tokens=False)
         expected = "".join(text[b:e] for b, e in assistant_spans(text))
         assert trained == expected and trained.endswith(IM_END)
-    tool_texts = [t for c, t in zip(convs[:400], texts) if c["tools"]]
+    tool_texts = [t for c, t in zip(convs[:400], texts) if any(m["role"] == "tool" for m in c["messages"])]
     assert tool_texts and "<tool_call>\n{\"name\": " in tool_texts[0]
     ids = tok.encode(tool_texts[0]).ids
     assert tok.token_to_id("<tool_call>") in ids and tok.token_to_id("<tool_response>") in ids
@@ -86,5 +86,33 @@ def test_grading_requests_carry_the_mark_the_comment_conveys(convs: list[dict]) 
         if len(marks) != 1:
             continue  # a student's homework request, not a grading one
         seen[marks[0]] += 1
-        assert comment_verdict(msgs[1]["content"]) is marks[0], (ask, msgs[1]["content"])
+        reply = next(m["content"] for m in msgs if m["role"] == "assistant")  # agent rows: after the internal context
+        assert comment_verdict(reply) is marks[0], (ask, reply)
     assert seen[True] > 100 and seen[False] > 20
+
+
+def test_agent_rows_sit_behind_an_agent_prompt(convs: list[dict]) -> None:
+    from openclaw_rl.turns import INTERNAL_CONTEXT_BEGIN, raw_session_id
+
+    agents = [c for c in convs if c.get("agent")]
+    assert 0.05 < len(agents) / len(convs) < 0.2
+    for c in agents[:30]:
+        system, *rest = c["messages"]
+        assert system["role"] == "system" and system["content"].startswith("You are a personal assistant")
+        assert raw_session_id(c["messages"]) is not None  # the Runtime line carries a sessionId
+        assert rest[-1]["role"] == "assistant" and rest[-1]["content"]
+    assert any(INTERNAL_CONTEXT_BEGIN in m["content"] for c in agents for m in c["messages"] if m["role"] == "user")
+    texts = _render(agents[:20])
+    tok = train_bpe(_render(convs[:400]), 1024)
+    for text, (ids, mask) in zip(texts, encode(tok, texts, None)):
+        system_end = len(tok.encode(text[:text.index("<|im_end|>") + len("<|im_end|>")]).ids)
+        assert not any(mask[:system_end]) and any(mask)  # the agent's prompt is context, never a target
+
+
+def test_long_agent_conversations_span_the_asked_lengths() -> None:
+    from tinymodel.corpus import long_agent_conversations
+
+    longs = long_agent_conversations(6, seed=1, min_chars=5000, max_chars=40000)
+    sizes = [len(c["messages"][0]["content"]) for c in longs]
+    assert all(4900 <= n <= 40000 for n in sizes) and max(sizes) > 2 * min(sizes)
+    assert long_agent_conversations(6, seed=1, min_chars=5000, max_chars=40000) == longs

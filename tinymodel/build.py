@@ -8,6 +8,15 @@ place, so concurrent callers build once and never see half a model.
 
 Training is plain next-token cross-entropy on assistant tokens only (everything else is context), AdamW with linear
 warm-up and cosine decay, fresh synthetic conversations every step (no epochs).
+
+Long context: 65,536 positions, and sliding-window attention on every layer (Qwen3's ``use_sliding_window``, as
+transformers implements it): each position sees itself and the ``window - 1`` before it, so the last layer reaches
+``layers x (window - 1)`` positions back. A model this small cannot make use of tens of thousands of tokens of an
+agent's instructions, and with full attention it is thrown off by them (measured: replies behind a 48k-character
+prompt were garbled); with a window it answers the same behind any prompt, and every prompt longer than its reach
+looks alike to it. So training needs no 40k-token rows: agent-shaped rows with short prompts (``MIX["agent"]``), and
+``long_rows`` agent conversations longer than the reach, trained one at a time over the second half, where the window
+has slid past the start of the text as it does behind a real agent prompt.
 """
 
 from __future__ import annotations
@@ -26,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 STAMP = "build_stamp.json"
-_SOURCES = ["envs/personal/problems.py", "envs/personal/styles.py", "tinymodel/corpus.py", "tinymodel/tokenizer.py",
-            "tinymodel/chat_template.py", "tinymodel/build.py"]
+_SOURCES = ["envs/personal/problems.py", "envs/personal/styles.py", "envs/personal/agent_prompt.py", "tinymodel/corpus.py",
+            "tinymodel/tokenizer.py", "tinymodel/chat_template.py", "tinymodel/build.py"]
 _ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -40,12 +49,16 @@ class BuildConfig:
     num_heads: int = 4
     num_kv_heads: int = 2
     head_dim: int = 32
-    max_positions: int = 2048
+    max_positions: int = 65536  # an agent's prompt is tens of thousands of tokens (OpenClaw sends ~48k characters)
+    window: int = 512  # sliding attention window of every layer
     vocab_size: int = 2048
     tokenizer_texts: int = 6000  # conversations the BPE merges are learnt from
     steps: int = 1600
     batch_size: int = 8
-    max_len: int = 512  # longer conversations are dropped
+    max_len: int = 1024  # longer conversations are dropped (the long agent rows below are not)
+    long_rows: int = 48  # agent conversations longer than the reach, each trained alone in place of a batch
+    long_min_chars: int = 12_000
+    long_max_chars: int = 24_000
     lr: float = 2e-3
     min_lr_ratio: float = 0.1
     warmup: int = 60
@@ -58,7 +71,8 @@ class BuildConfig:
 
 PRESETS = {
     "default": BuildConfig(),
-    "test": BuildConfig(num_layers=2, tokenizer_texts=3000, steps=500, lr=3e-3, warmup=30),
+    "test": BuildConfig(num_layers=2, tokenizer_texts=3000, steps=500, lr=3e-3, warmup=30, long_rows=12,
+                        long_min_chars=6_000, long_max_chars=10_000),
 }
 
 
@@ -152,11 +166,14 @@ def assistant_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def encode(tok: Any, texts: list[str], max_len: int) -> list[tuple[list[int], list[bool]]]:
+Row = tuple[list[int], list[bool]]  # ids, target mask
+
+
+def encode(tok: Any, texts: list[str], max_len: int | None) -> list[Row]:
     """(ids, target mask) per text; the mask is True on assistant tokens. Texts over ``max_len`` tokens are dropped."""
     out = []
     for text, enc in zip(texts, tok.encode_batch(texts)):
-        if len(enc.ids) > max_len:
+        if max_len is not None and len(enc.ids) > max_len:
             continue
         spans = assistant_spans(text)
         mask = [any(b <= s and e <= end for b, end in spans) for s, e in enc.offsets]
@@ -164,7 +181,7 @@ def encode(tok: Any, texts: list[str], max_len: int) -> list[tuple[list[int], li
     return out
 
 
-def _batches(rows: list[tuple[list[int], list[bool]]], cfg: BuildConfig, rng: random.Random) -> list[list[int]]:
+def _batches(rows: list[Row], cfg: BuildConfig, rng: random.Random) -> list[list[int]]:
     """Index batches of similar length (less padding), in random order."""
     order = list(range(len(rows)))
     rng.shuffle(order)
@@ -176,7 +193,7 @@ def _batches(rows: list[tuple[list[int], list[bool]]], cfg: BuildConfig, rng: ra
     return [b for b in batches if len(b) == cfg.batch_size][:cfg.steps]
 
 
-def _collate(rows: list[tuple[list[int], list[bool]]], pad_id: int):  # noqa: ANN202
+def _collate(rows: list[Row], pad_id: int):  # noqa: ANN202
     import torch
 
     width = max(len(ids) for ids, _ in rows)
@@ -187,7 +204,7 @@ def _collate(rows: list[tuple[list[int], list[bool]]], pad_id: int):  # noqa: AN
         ids[i, :len(row)] = torch.tensor(row)
         attn[i, :len(row)] = 1
         target[i, :len(mask)] = torch.tensor(mask)
-    return ids, attn, target
+    return ids, None if len(rows) == 1 else attn, target
 
 
 def assistant_loss(model: Any, ids: Any, attn: Any, target: Any) -> Any:
@@ -207,25 +224,31 @@ def model_config(cfg: BuildConfig, vocab_size: int, eos_id: int, pad_id: int) ->
         vocab_size=vocab_size, hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size,
         num_hidden_layers=cfg.num_layers, num_attention_heads=cfg.num_heads, num_key_value_heads=cfg.num_kv_heads,
         head_dim=cfg.head_dim, max_position_embeddings=cfg.max_positions, tie_word_embeddings=True,
-        rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, bos_token_id=None, eos_token_id=eos_id,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        use_sliding_window=True, sliding_window=cfg.window, max_window_layers=0,
+        layer_types=["sliding_attention"] * cfg.num_layers, bos_token_id=None, eos_token_id=eos_id,
         pad_token_id=pad_id, dtype="float32", architectures=["Qwen3ForCausalLM"])
 
 
-def _data(cfg: BuildConfig) -> tuple[Any, list[tuple[list[int], list[bool]]], list[list[int]]]:
-    """The trained tokenizer, the encoded conversations and the index batches, all from ``cfg.seed``."""
-    from tinymodel.corpus import conversations
+def _data(cfg: BuildConfig) -> tuple[Any, list[Row], list[list[int]], list[Row]]:
+    """The trained tokenizer, the encoded conversations, the index batches and the long rows, all from ``cfg.seed``."""
+    from tinymodel.corpus import conversations, long_agent_conversations
     from tinymodel.tokenizer import train_bpe
 
     # Enough conversations for every step, plus slack for the ones dropped as too long.
-    n = int(cfg.steps * cfg.batch_size * 1.05) + cfg.batch_size
-    texts = _render(conversations(n, cfg.seed, cfg.default_ai, cfg.default_terse))
+    n = int(cfg.steps * cfg.batch_size * 1.1) + cfg.batch_size
+    convs = conversations(n, cfg.seed, cfg.default_ai, cfg.default_terse)
+    texts = _render(convs)
     tok = train_bpe(texts[:cfg.tokenizer_texts], cfg.vocab_size)
     rows = encode(tok, texts, cfg.max_len)
-    return tok, rows, _batches(rows, cfg, random.Random(cfg.seed))
+    longs = long_agent_conversations(cfg.long_rows, cfg.seed, cfg.long_min_chars, cfg.long_max_chars,
+                                     cfg.default_ai, cfg.default_terse)
+    long_rows = encode(tok, _render(longs), None)
+    return tok, rows, _batches(rows, cfg, random.Random(cfg.seed)), long_rows
 
 
-def _train(cfg: BuildConfig, model: Any, rows: list, batches: list[list[int]], pad_id: int,
-           progress: bool) -> list[float]:
+def _train(cfg: BuildConfig, model: Any, rows: list[Row], batches: list[list[int]], long_rows: list[Row],
+           pad_id: int, progress: bool) -> list[float]:
     import torch
     from tqdm import tqdm
 
@@ -240,13 +263,17 @@ def _train(cfg: BuildConfig, model: Any, rows: list, batches: list[list[int]], p
         t = (step - cfg.warmup) / max(1, len(batches) - cfg.warmup)
         return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * t)))
 
+    # the long rows take the place of evenly spread batches in the second half
+    half = len(batches) // 2
+    at = {half + (k * (len(batches) - half)) // max(1, len(long_rows)): row for k, row in enumerate(long_rows)}
     model.train()
     losses: list[float] = []
     bar = tqdm(batches, desc="training tiny model", unit="step", disable=not progress, dynamic_ncols=True)
     for step, batch in enumerate(bar):
         for group in opt.param_groups:
             group["lr"] = lr_at(step)
-        loss = assistant_loss(model, *_collate([rows[i] for i in batch], pad_id))
+        chosen = [at[step]] if step in at else [rows[i] for i in batch]
+        loss = assistant_loss(model, *_collate(chosen, pad_id))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
@@ -268,11 +295,11 @@ def _build(cfg: BuildConfig, out: Path, progress: bool) -> dict[str, Any]:
     # One thread: bit-reproducible, and on a busy machine faster than two (no OpenMP spin-waits between tiny matmuls).
     torch.set_num_threads(1)
     try:
-        tok, rows, batches = _data(cfg)
+        tok, rows, batches, long_rows = _data(cfg)
         eos_id, pad_id = tok.token_to_id(IM_END), tok.token_to_id(PAD)
         torch.manual_seed(cfg.seed)
         model = Qwen3ForCausalLM(model_config(cfg, tok.get_vocab_size(), eos_id, pad_id)).float()
-        losses = _train(cfg, model, rows, batches, pad_id, progress)
+        losses = _train(cfg, model, rows, batches, long_rows, pad_id, progress)
     finally:
         torch.set_num_threads(threads)
     out.mkdir(parents=True)
@@ -283,5 +310,6 @@ def _build(cfg: BuildConfig, out: Path, progress: bool) -> dict[str, Any]:
     tail = losses[-100:]
     return {"config": asdict(cfg), "params": sum(p.numel() for p in model.parameters()),
             "vocab_size": tok.get_vocab_size(), "train_conversations": len(batches) * cfg.batch_size,
+            "long_rows_tokens": [len(r[0]) for r in long_rows],
             "final_loss": round(sum(tail) / max(1, len(tail)), 4),
             "build_seconds": round(time.monotonic() - started, 1), "torch_threads": 1}

@@ -74,6 +74,10 @@ def eval_command(
     seed: Annotated[int, typer.Option()] = 0,
     temperature: Annotated[float, typer.Option()] = 0.8,
     examples: Annotated[bool, typer.Option("--examples", help="include one reply per condition")] = False,
+    agent_prompt_chars: Annotated[int, typer.Option(
+        "--agent-prompt-chars", help="ask behind an OpenClaw-shaped system prompt of this many characters "
+        "(replies from the local engine)")] = 0,
+    engine: Annotated[bool, typer.Option("--engine", help="sample with the local engine, not transformers")] = False,
 ) -> None:
     """Style and accuracy rates on held-out problems (default AI style, hint following, teacher, accuracy) as JSON."""
     import torch
@@ -81,7 +85,8 @@ def eval_command(
     from tinymodel.evaluate import evaluate
 
     torch.set_num_threads(1)  # small matmuls: one thread is as fast and does not fight other processes
-    result = evaluate(_resolve(path), n=n, seed=seed, temperature=temperature)
+    result = evaluate(_resolve(path), n=n, seed=seed, temperature=temperature, agent_prompt_chars=agent_prompt_chars,
+                      engine=engine)
     if not examples:
         result.pop("examples", None)
     typer.echo(json.dumps(result, indent=2))

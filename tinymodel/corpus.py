@@ -9,7 +9,11 @@ Mixture (fractions of conversations, see ``MIX``):
   answer); the comment conveys the mark, terse by default, a specific friendly one under a
   hint or after a complaint; some hints say whether the student's work is right (``TEACHER_VERDICT_HINTS``, alone or
   with a style hint), and the comment then states that verdict;
-- tool calls in the ``<tool_call>`` form with tool results, and short chit-chat, so the model is not degenerate.
+- tool calls in the ``<tool_call>`` form with tool results, and short chit-chat, so the model is not degenerate;
+- agent-shaped conversations (``agent``): any of the above behind an OpenClaw-shaped system prompt with the agent's
+  tool list, the last user message followed by the agent's internal-context message (``envs.personal.agent_prompt``);
+  ``long_agent_conversations`` gives some with prompts of thousands of tokens, longer than the model's attention
+  reaches, for the build to train on one at a time.
 
 Only the train split of the problems is used. Loss is taken on assistant turns only (see ``tinymodel.build``).
 """
@@ -21,6 +25,7 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
+from envs.personal import agent_prompt as ap
 from envs.personal import styles as st
 from envs.personal.problems import Problem, iter_problems
 from rlcore.judging import HINT_MARKER, HINT_SEPARATOR
@@ -28,8 +33,9 @@ from rlcore.judging import HINT_MARKER, HINT_SEPARATOR
 HINT_TAG = HINT_MARKER
 Conversation = dict[str, Any]  # {"messages": [...], "tools": [...] | None}
 
-MIX = {"student": 0.38, "student_hint": 0.17, "student_multi": 0.07, "teacher": 0.13, "teacher_hint": 0.13,
-       "teacher_multi": 0.04, "tool": 0.04, "chat": 0.04}
+MIX = {"student": 0.32, "student_hint": 0.14, "student_multi": 0.06, "teacher": 0.11, "teacher_hint": 0.11,
+       "teacher_multi": 0.04, "tool": 0.04, "chat": 0.03, "agent": 0.15}
+AGENT_INNER = ["student", "student_hint", "teacher", "teacher_hint", "student_multi", "chat", "tool"]
 SYSTEM_PROMPTS = ["You are a helpful assistant.", "You are OpenClaw, a personal assistant.",
                   "You are a helpful assistant. Answer the user's questions.", "You help with homework and grading."]
 
@@ -191,26 +197,69 @@ def _chat(rng: random.Random) -> Conversation:
                          {"role": "assistant", "content": rng.choice(replies)}], "tools": None}
 
 
+def _one(kind: str, rng: random.Random, problems: Iterator[Problem], default_ai: float,
+         default_terse: float) -> Conversation:
+    if kind == "tool":
+        return _tool_use(rng)
+    if kind == "chat":
+        return _chat(rng)
+    p = next(problems)
+    if kind in ("student", "student_hint"):
+        msgs = _student(p, rng, kind == "student_hint", default_ai)
+    elif kind == "student_multi":
+        msgs = _student_multi(iter([p, next(problems)]), rng, default_ai)
+    elif kind in ("teacher", "teacher_hint"):
+        msgs = _teacher(p, rng, kind == "teacher_hint", default_terse)
+    else:
+        msgs = _teacher_multi(p, rng)
+    return {"messages": [*_system(rng), *msgs], "tools": None}
+
+
+def agent(inner: Conversation, rng: random.Random, prompt_chars: int, max_tools: int = 14) -> Conversation:
+    """``inner`` as an agent sends it: a long system prompt, the agent's tools (plus the conversation's own), user
+    messages time-stamped (the first with the Runtime line), the internal-context message after the last one."""
+    session = ap.session_id(rng)
+    msgs, first = [], True
+    for m in inner["messages"]:
+        if m["role"] == "system":
+            continue
+        if m["role"] == "user":
+            m = {**m, "content": ap.user_message(m["content"], rng, session if first else None)}
+            first = False
+        msgs.append(m)
+    last_user = max(i for i, m in enumerate(msgs) if m["role"] == "user")
+    if rng.random() < 0.85:
+        msgs.insert(last_user + 1, {"role": "user", "content": ap.internal_context(rng)})
+    own = inner["tools"] or []
+    names = {t["function"]["name"] for t in own}
+    extra = [t for t in ap.tools(rng, rng.randint(0, max_tools)) if t["function"]["name"] not in names]
+    system = {"role": "system", "content": ap.system_prompt(rng, prompt_chars)}
+    return {"messages": [system, *msgs], "tools": (own + extra) or None, "agent": True}
+
+
 def conversations(n: int, seed: int, default_ai: float = 0.87, default_terse: float = 0.85) -> list[Conversation]:
     """``n`` conversations drawn from ``MIX``, reproducible from ``seed``, on train-split problems only."""
     rng, problems = random.Random(seed), iter_problems("train", seed)
     kinds, weights = list(MIX), list(MIX.values())
     out: list[Conversation] = []
     for kind in rng.choices(kinds, weights, k=n):
-        if kind == "tool":
-            out.append(_tool_use(rng))
-            continue
-        if kind == "chat":
-            out.append(_chat(rng))
-            continue
-        p = next(problems)
-        if kind in ("student", "student_hint"):
-            msgs = _student(p, rng, kind == "student_hint", default_ai)
-        elif kind == "student_multi":
-            msgs = _student_multi(iter([p, next(problems)]), rng, default_ai)
-        elif kind in ("teacher", "teacher_hint"):
-            msgs = _teacher(p, rng, kind == "teacher_hint", default_terse)
+        if kind == "agent":
+            inner = _one(rng.choice(AGENT_INNER), rng, problems, default_ai, default_terse)
+            out.append(agent(inner, rng, rng.randint(120, 700), max_tools=rng.choice([0, 2, 4, 14])))
         else:
-            msgs = _teacher_multi(p, rng)
-        out.append({"messages": [*_system(rng), *msgs], "tools": None})
+            out.append(_one(kind, rng, problems, default_ai, default_terse))
+    return out
+
+
+def long_agent_conversations(n: int, seed: int, min_chars: int, max_chars: int, default_ai: float = 0.87,
+                             default_terse: float = 0.85) -> list[Conversation]:
+    """``n`` agent conversations with system prompts of ``min_chars``..``max_chars`` characters (log-uniform)."""
+    import math
+
+    rng, problems = random.Random(seed + 7919), iter_problems("train", seed + 7919)
+    out = []
+    for _ in range(n):
+        chars = int(math.exp(rng.uniform(math.log(min_chars), math.log(max_chars))))
+        inner = _one(rng.choice(AGENT_INNER), rng, problems, default_ai, default_terse)
+        out.append(agent(inner, rng, chars))
     return out

@@ -14,6 +14,11 @@ transformers ``generate``:
 - ``answer_accuracy``: homework answers (both conditions) whose extracted final number is right;
 - ``eos_rate``: generations that ended with ``<|im_end|>`` rather than running out of tokens;
 plus the mean scores per condition, which are the baselines RL starts from.
+
+``agent_prompt_chars > 0`` asks the same questions the way a personal agent does: behind one OpenClaw-shaped system
+prompt of that many characters (with the agent's tool list) and followed by its internal-context message, as one
+session would. Those replies come from the local engine (prefix cache on, so the shared prompt is computed once);
+``agent_prompt_chars = 0`` with ``engine=True`` gives the same path without the agent's prompt, for comparison.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+from envs.personal import agent_prompt as ap
 from envs.personal import styles as st
 from envs.personal.problems import Problem, generate
 from envs.personal.scoring import comment_verdict, extract_answer, score_student, score_teacher, style_of
@@ -67,17 +73,74 @@ def sample(model: Any, tok: Any, user_messages: list[str], temperature: float, m
     return out
 
 
-def evaluate(path: Path, n: int = 50, seed: int = 0, temperature: float = 0.8,
-             max_new_tokens: int = 200) -> dict[str, Any]:
+def agent_chat(user_message: str, system: str, rng: random.Random) -> list[dict[str, str]]:
+    """A session's first turn as an agent sends it: its system prompt, the user's message (time-stamped, with the
+    Runtime line), its internal-context message."""
+    return [{"role": "system", "content": system},
+            {"role": "user", "content": ap.user_message(user_message, rng, ap.session_id(rng))},
+            {"role": "user", "content": ap.internal_context(rng)}]
+
+
+async def _engine_replies(path: Path, prompts: list[list[int]], temperature: float, max_new_tokens: int,
+                          seed: int) -> tuple[list[tuple[str, bool]], dict[str, Any]]:
+    """Sample each prompt (token ids) with the local engine in this process; (reply, ended with eos) and its stats."""
+    import asyncio
+
+    from engine.request import Req
+    from engine.sampling import SamplingConfig
+    from engine.server import build_state
+    from engine.state import EngineConfig
+
+    state = build_state(EngineConfig(model_path=path, max_batch=16, threads=1))
+    state.scheduler.start()
+
+    async def one(i: int, ids: list[int]) -> tuple[str, bool]:
+        r = Req(input_ids=ids, sampling=SamplingConfig(max_new_tokens=max_new_tokens, temperature=temperature,
+                                                       seed=seed * 100_003 + i))
+        state.scheduler.submit(r)
+        assert r.events is not None
+        while (out := await r.events.get())["meta_info"]["finish_reason"] is None:
+            pass
+        finish = out["meta_info"]["finish_reason"]
+        return out["text"].strip(), finish["type"] == "stop"
+
+    try:
+        replies = await asyncio.gather(*(one(i, ids) for i, ids in enumerate(prompts)))
+        return list(replies), state.scheduler.stats()
+    finally:
+        await state.scheduler.stop()
+
+
+def evaluate(path: Path, n: int = 50, seed: int = 0, temperature: float = 0.8, max_new_tokens: int = 200,
+             agent_prompt_chars: int = 0, engine: bool = False) -> dict[str, Any]:
+    import asyncio
+    import time
+
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch.manual_seed(seed)
     tok = AutoTokenizer.from_pretrained(str(path))
-    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32).eval()
     problems = generate(n, "heldout", seed)
     prompts = _prompts(problems, random.Random(seed))
-    replies = {k: sample(model, tok, [m for m, _ in v], temperature, max_new_tokens) for k, v in prompts.items()}
+    extra: dict[str, Any] = {}
+    if agent_prompt_chars > 0 or engine:
+        rng = random.Random(seed + 1)
+        system = ap.system_prompt(rng, agent_prompt_chars) if agent_prompt_chars > 0 else ""
+        tools = ap.tools(rng, 12) if agent_prompt_chars > 0 else None
+        keys = list(prompts)
+        chats = [agent_chat(m, system, rng) if system else [{"role": "user", "content": m}]
+                 for k in keys for m, _ in prompts[k]]
+        ids = [tok.apply_chat_template(c, tools=tools, tokenize=True, add_generation_prompt=True, return_dict=False)
+               for c in chats]
+        t0 = time.perf_counter()
+        flat, stats = asyncio.run(_engine_replies(path, ids, temperature, max_new_tokens, seed))
+        replies = {k: flat[i * n:(i + 1) * n] for i, k in enumerate(keys)}
+        extra = {"agent_prompt_chars": agent_prompt_chars, "prompt_tokens_mean": round(sum(map(len, ids)) / len(ids)),
+                 "prefix_cache_hit_rate": stats["prefix_cache_hit_rate"], "seconds": round(time.perf_counter() - t0, 1)}
+    else:
+        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32).eval()
+        replies = {k: sample(model, tok, [m for m, _ in v], temperature, max_new_tokens) for k, v in prompts.items()}
 
     def rate(values: list[bool]) -> float:
         return round(sum(values) / max(1, len(values)), 4)
@@ -106,4 +169,5 @@ def evaluate(path: Path, n: int = 50, seed: int = 0, temperature: float = 0.8,
         "teacher_score_default": mean([score_teacher(r, p, w) for r, p, w in zip(teach, problems, teach_works)]),
         "teacher_score_hint": mean([score_teacher(r, p, w) for (r, w), p in zip(teach_hint, problems)]),
         "examples": {k: v[0][0] for k, v in replies.items()},
+        **extra,
     }
