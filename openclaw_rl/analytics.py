@@ -4,7 +4,8 @@
 (``archive/...``, sealed versions) and has a boolean ``archived`` column. A view over a tree with no files yet is empty
 but has its documented columns; columns that records carry beyond those are added as they appear (union by name).
 
-``turns`` (records/turns): session VARCHAR, turn BIGINT, user VARCHAR, turn_type VARCHAR ('main'|'side'),
+``turns`` (records/turns): session VARCHAR, turn BIGINT (NULL in the gateway's records: turns are numbered by the
+    session workflow, see ``judgements``), user VARCHAR, turn_type VARCHAR ('main'|'side'),
     model VARCHAR, prompt_tokens BIGINT, cached_tokens BIGINT (served from the engine's prefix cache),
     completion_tokens BIGINT, latency_ms DOUBLE, finish_reason VARCHAR, policy_version BIGINT, recorded_at TIMESTAMPTZ, version BIGINT, date DATE, archived BOOLEAN
 ``judgements`` (records/judgements): session VARCHAR, turn BIGINT, sample_id VARCHAR, reward DOUBLE,
