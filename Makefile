@@ -6,7 +6,8 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test up status bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
+	command -v bwrap >/dev/null || (apt-get update -qq && apt-get install -y -qq bubblewrap)
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test,megatron]' --config-settings editable_mode=compat

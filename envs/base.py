@@ -1,0 +1,151 @@
+"""What every general-track environment implements, so episode workflows can drive any of them the same way.
+
+An environment is a stateful object owned by one env worker for one episode:
+
+    env = make_env("terminal")
+    obs = env.reset(task)                  # the first observation (the task, and whatever the agent sees at start)
+    result = env.step(action_text)         # the policy's raw text; -> observation, done, info
+    outcome = env.evaluate()               # outcome reward from a host-side check of the final state
+    env.close()                            # frees the sandbox; idempotent
+
+``step`` takes the policy's text as it came out of the model and parses it itself with the env's ``ActionParser``.
+The parser never raises: a malformed action is an ``Action`` with ``error`` set, and the env turns it into an
+observation that says what was wrong (the episode goes on, and the step judge sees the mistake). Only faults of the
+environment itself (a sandbox that cannot start, a lost shell) raise.
+
+Each env kind has a ``TaskSuite``: tasks with stable ids, each in the ``train`` or ``eval`` split, so workflows carry
+only task ids. New kinds (SWE, tool-call, GUI) register a factory in ``ENV_FACTORIES`` by import path, which keeps
+this module free of their dependencies.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+Split = Literal["train", "eval"]
+SPLITS: tuple[Split, ...] = ("train", "eval")
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task of a suite. ``data`` is whatever the env kind needs to set it up and to check it."""
+
+    task_id: str
+    instruction: str
+    split: Split = "train"
+    tags: tuple[str, ...] = ()
+    data: Any = None
+
+
+@dataclass
+class Action:
+    """A parsed action. ``error`` set: the text was malformed and nothing is executed."""
+
+    kind: str = ""  # e.g. "bash", "submit"; "" when malformed
+    args: dict[str, Any] = field(default_factory=dict)
+    raw: str = ""  # the policy's text, unchanged
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+
+@dataclass
+class StepResult:
+    observation: str
+    done: bool = False
+    info: dict[str, Any] = field(default_factory=dict)  # JSON-able: exit status, timed_out, truncated, parse error
+
+
+@dataclass
+class Outcome:
+    """The outcome reward: +1 solved, -1 not (an env may grade in between); ``detail`` says why."""
+
+    reward: float
+    success: bool
+    detail: str = ""
+
+
+class ActionParser(Protocol):
+    def parse(self, text: str) -> Action:
+        """Never raises: malformed text gives ``Action(error=...)``."""
+        ...
+
+
+@runtime_checkable
+class Env(Protocol):
+    name: str
+    max_steps: int
+    system_prompt: str  # how to act: the action format, the tools; goes first in the policy's context
+
+    def reset(self, task: Task) -> str: ...
+
+    def step(self, action: str) -> StepResult: ...
+
+    def evaluate(self) -> Outcome: ...
+
+    def close(self) -> None: ...
+
+
+class TaskSuite:
+    """An ordered, immutable set of tasks with unique ids."""
+
+    def __init__(self, name: str, tasks: Iterable[Task]) -> None:
+        self.name = name
+        self._tasks = {t.task_id: t for t in tasks}
+        for t in self._tasks.values():
+            if t.split not in SPLITS:
+                raise ValueError(f"task {t.task_id}: split {t.split!r} is not one of {SPLITS}")
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def get(self, task_id: str) -> Task:
+        try:
+            return self._tasks[task_id]
+        except KeyError:
+            raise KeyError(f"suite {self.name!r} has no task {task_id!r}") from None
+
+    def ids(self, split: Split | None = None) -> list[str]:
+        return [t.task_id for t in self._tasks.values() if split is None or t.split == split]
+
+    def tasks(self, split: Split | None = None) -> list[Task]:
+        return [self.get(i) for i in self.ids(split)]
+
+
+@dataclass(frozen=True)
+class EnvKind:
+    """Where an env kind lives: ``module:attribute`` of a factory ``(**config) -> Env`` and of its suite."""
+
+    factory: str
+    suite: str
+
+
+ENV_KINDS: dict[str, EnvKind] = {
+    "terminal": EnvKind(factory="envs.terminal.env:TerminalEnv", suite="envs.terminal.tasks:SUITE"),
+}
+
+
+def _resolve(path: str) -> Any:
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def env_kind(name: str) -> EnvKind:
+    try:
+        return ENV_KINDS[name]
+    except KeyError:
+        raise ValueError(f"unknown env {name!r}; known: {', '.join(sorted(ENV_KINDS))}") from None
+
+
+def make_env(name: str, **config: Any) -> Env:
+    factory: Callable[..., Env] = _resolve(env_kind(name).factory)
+    return factory(**config)
+
+
+def task_suite(name: str) -> TaskSuite:
+    return _resolve(env_kind(name).suite)
