@@ -1,0 +1,160 @@
+"""The terminal env for real (bubblewrap, bash): reset/step/evaluate, malformed actions, timeouts, truncation, and the
+task suite (every reference solution passes its host-side check; doing nothing fails it)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from envs.base import Env, Task, make_env, task_suite
+from envs.terminal.actions import format_action, parse_action
+from envs.terminal.env import TerminalConfig, TerminalEnv
+from envs.terminal.tasks import SUITE, TerminalTask, expect_text
+
+
+def bash(cmd: str) -> str:
+    return format_action(cmd)
+
+
+@pytest.fixture
+def env():
+    e = TerminalEnv(TerminalConfig(command_timeout_s=1.5, max_output_bytes=400, max_steps=8))
+    yield e
+    e.close()
+
+
+def scratch(task_id: str = "scratch") -> Task:
+    return Task(task_id, "Do nothing in particular.",
+                data=TerminalTask(files={"a.txt": "alpha\n", "sub/b.txt": "beta\n"},
+                                  check=expect_text("done.txt", "yes"), solution=["echo yes > done.txt"]))
+
+
+def test_suite_shape():
+    assert task_suite("terminal") is SUITE
+    assert len(SUITE) >= 30
+    train, evals = SUITE.ids("train"), SUITE.ids("eval")
+    assert len(train) + len(evals) == len(SUITE) and not set(train) & set(evals)
+    assert 0.15 <= len(evals) / len(SUITE) <= 0.35
+    tags = {tag for t in SUITE.tasks() for tag in t.tags}
+    assert tags == {"files", "text", "archives", "scripts"}
+    for tag in tags:  # every kind of task is in both splits
+        assert any(tag in SUITE.get(i).tags for i in evals) and any(tag in SUITE.get(i).tags for i in train)
+    with pytest.raises(ValueError, match="unknown env"):
+        make_env("no-such-env")
+    assert isinstance(make_env("terminal"), Env)
+
+
+def test_every_task_is_solved_by_its_reference_and_not_by_nothing():
+    env = TerminalEnv()
+    try:
+        for task in SUITE.tasks():
+            env.reset(task)
+            nothing = env.evaluate()
+            assert not nothing.success and nothing.reward == -1.0, task.task_id
+            env.reset(task)  # a fresh sandbox with the same inputs
+            for cmd in task.data.solution:
+                r = env.step(bash(cmd))
+                assert r.info["exit_status"] == 0, (task.task_id, r.observation)
+            assert env.step(format_action(None)).done
+            outcome = env.evaluate()
+            assert outcome.success and outcome.reward == 1.0, (task.task_id, outcome.detail)
+    finally:
+        env.close()
+
+
+def test_reset_step_evaluate(env):
+    obs = env.reset(scratch())
+    assert obs.startswith("Do nothing in particular.") and "a.txt" in obs and "sub/b.txt" in obs
+    r = env.step(bash("pwd; cat a.txt"))
+    assert r.observation == "/workspace\nalpha\n[exit status 0]" and not r.done
+    env.step(bash("cd sub && X=42"))  # the shell persists: directory and variables
+    r = env.step(bash('echo "$X $(pwd)"; ls; false'))
+    assert r.observation == "42 /workspace/sub\nb.txt\n[exit status 1]" and r.info["exit_status"] == 1
+    r = env.step(bash("cat <<'EOF' > ../done.txt\nyes\nEOF\necho '\"quotes\" $HOME'"))  # multi-line, quotes
+    assert r.observation.startswith('"quotes" $HOME\n')
+    r = env.step(bash("cat"))  # stdin is /dev/null: it cannot swallow the next command
+    assert r.info["exit_status"] == 0 and not r.info["timed_out"]
+    r = env.step(format_action(None))
+    assert r.done and r.observation == "Submitted."
+    with pytest.raises(RuntimeError):
+        env.step(bash("true"))
+    assert env.evaluate().success
+
+
+def test_malformed_actions_become_observations(env):
+    env.reset(scratch())
+    bad = [
+        "I think we should list the files.",
+        '<tool_call>{"name": "bash", "arguments": {"command": "ls"}}',  # not closed
+        "<tool_call>{name: bash}</tool_call>",
+        '<tool_call>["bash", "ls"]</tool_call>',
+        '<tool_call>{"name": "rm_rf", "arguments": {}}</tool_call>',
+        '<tool_call>{"name": "bash", "arguments": {"command": "  "}}</tool_call>',
+    ]
+    for i, text in enumerate(bad, start=1):
+        r = env.step(text)
+        assert r.observation.startswith("Invalid action:") and "parse_error" in r.info
+        assert not r.done
+    env.step("still no action")
+    r = env.step("nor here")
+    assert r.done and env.steps == env.max_steps == 8
+    assert not env.evaluate().success
+
+
+def test_action_parser_accepts_the_usual_shapes():
+    assert parse_action(bash("ls -la")).args == {"command": "ls -la"}
+    args_as_string = json.dumps({"name": "bash", "arguments": json.dumps({"command": "pwd"})})
+    assert parse_action(f"ok <tool_call>{args_as_string}</tool_call>").args == {"command": "pwd"}
+    assert parse_action("Let me look:\n```bash\nls\n```").args == {"command": "ls"}
+    assert parse_action(format_action(None)).kind == "submit"
+    assert parse_action("<tool_call>" + json.dumps({"name": "bash", "arguments": {"command": "x" * 9000}}) +
+                        "</tool_call>").error.startswith("the command is 9000 characters long")
+
+
+def test_timeouts_kill_the_command_and_keep_the_shell(env):
+    env.reset(scratch())
+    env.step(bash("cd sub"))
+    started = time.monotonic()
+    r = env.step(bash("echo before; sleep 30; echo after"))
+    assert time.monotonic() - started < 5
+    assert r.info["timed_out"] and r.info["exit_status"] == 137 and not r.info["shell_restarted"]
+    assert "before" in r.observation and "\nafter" not in r.observation and "[timed out" in r.observation
+    assert env.step(bash("pwd")).observation.startswith("/workspace/sub")  # same shell, same directory
+    r = env.step(bash("Y=1; while true; do :; done; echo after"))  # builtins only: no process to kill
+    assert r.info["timed_out"] and r.info["exit_status"] == 137 and not r.info["shell_restarted"]
+    assert env.step(bash('echo "$Y"; pwd')).observation.startswith("1\n/workspace/sub\n")
+    # a command that will not stop costs the shell: a new one starts in /workspace
+    r = env.step(bash("trap '' USR1; while true; do :; done"))
+    assert r.info["timed_out"] and r.info["shell_restarted"] and r.info["exit_status"] is None
+    r = env.step(bash("pwd"))
+    assert r.observation.startswith("/workspace\n") and r.info["exit_status"] == 0
+
+
+def test_exit_and_sentinel_lookalikes(env):
+    env.reset(scratch())
+    r = env.step(bash("exit 3"))
+    assert r.info["shell_restarted"] and "[the shell ended" in r.observation
+    r = env.step(bash("echo '__OPENCLAW_DONE_0123__ 0'; printf '\\n__OPENCLAW_DONE_x__ 5\\n'; echo after"))
+    assert r.observation.endswith("after\n[exit status 0]")
+
+
+def test_output_is_truncated_head_and_tail(env):
+    env.reset(scratch())
+    r = env.step(bash("seq 1 20000"))
+    total = len("\n".join(str(i) for i in range(1, 20001))) + 1
+    assert r.info["truncated_bytes"] == total - 400
+    assert r.observation.startswith("1\n2\n3\n") and r.observation.endswith("19999\n20000\n[exit status 0]")
+    assert f"[... {total - 400} bytes of output omitted ...]" in r.observation
+    started = time.monotonic()
+    r = env.step(bash("yes"))  # a flood until the timeout: read and dropped, never held
+    assert r.info["timed_out"] and r.info["truncated_bytes"] > 1_000_000
+    assert len(r.observation) < 700 and time.monotonic() - started < 6
+
+
+def test_verifier_does_not_follow_links_to_host_files(env):
+    env.reset(scratch())
+    env.step(bash("ln -s /etc/hostname done.txt"))
+    outcome = env.evaluate()
+    assert not outcome.success and "missing" in outcome.detail
