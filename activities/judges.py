@@ -2,6 +2,9 @@
 
 - `LLMJudge`: an OpenAI-compatible chat endpoint (SGLang's `/v1/chat/completions`, or any provider) prompted with the
   prompts/ templates.
+- General-track step judges (``complete_step``): the LLM judge fills the prompts/ ``general_<env>`` template; the
+  heuristic one reads the tool results the way a terminal user would: a malformed action, a timeout or a non-zero exit
+  status is -1, a command that ran cleanly +1, a submission 0 (whether it was right is the outcome's business).
 - `HeuristicJudge`: no LLM. A rule-based stand-in, named as such everywhere it is used: it reads explicit praise,
   complaint, confusion and correction phrases in the next state and writes a judgement in the same `\\boxed{}` /
   `[HINT_START]...[HINT_END]` format an LLM judge would, with the corrective sentences as the hint. A user who is
@@ -17,13 +20,15 @@ from typing import Protocol
 
 import httpx
 
-from workflows.contracts import JudgeRequest
+from workflows.contracts import JudgeRequest, StepJudgeRequest
 
 
 class Judge(Protocol):
     name: str
 
     async def complete(self, req: JudgeRequest, response_text: str) -> str: ...
+
+    async def complete_step(self, req: StepJudgeRequest) -> str: ...
 
 
 def next_state_text(next_state: list[dict]) -> str:
@@ -114,6 +119,31 @@ class HeuristicJudge:
             return f"[heuristic judge] The next state says how to improve. \\boxed{{1}} [HINT_START]{hint}[HINT_END]"
         return "[heuristic judge] No actionable correction in the next state. \\boxed{-1}"
 
+    async def complete_step(self, req: StepJudgeRequest) -> str:
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        score, why = assess_step(req.tool_calls, req.tool_results)
+        return f"[heuristic judge] {why} \\boxed{{{score}}}"
+
+
+_EXIT = re.compile(r"\[exit status (-?\d+|unknown)\]\s*$")
+
+
+def assess_step(tool_calls: str, tool_results: str) -> tuple[int, str]:
+    """The heuristic step vote: (score, reason) from the step's tool call and what it produced."""
+    if tool_results.startswith("Invalid action") or tool_calls.startswith("(malformed"):
+        return -1, "The action is malformed: nothing ran."
+    if "[timed out" in tool_results:
+        return -1, "The command timed out."
+    if tool_results.strip() == "Submitted.":
+        return 0, "The agent submitted; the outcome decides."
+    m = _EXIT.search(tool_results)
+    if m is None:
+        return 0, "The tool results carry no exit status."
+    if m.group(1) == "0":
+        return 1, "The command ran cleanly."
+    return -1, f"The command failed (exit status {m.group(1)})."
+
 
 # --------------------------------------------------------------------------------------------------------------------
 # LLM judge
@@ -138,6 +168,18 @@ class LLMJudge:
 
         template = "personal_prm" if req.kind == "prm" else "personal_hint"
         messages = render(template, response=response_text, next_state=next_state_text(req.next_state))
+        return await self._chat(messages)
+
+    async def complete_step(self, req: StepJudgeRequest) -> str:
+        from prompts import GENERAL_JUDGES
+        from prompts.loader import render
+
+        messages = render(GENERAL_JUDGES[req.env], task_instruction=req.task_instruction,
+                          history=req.history or "(none)", turn_idx=req.step_index, assistant_text=req.assistant_text,
+                          tool_calls=req.tool_calls, tool_results=req.tool_results)
+        return await self._chat(messages)
+
+    async def _chat(self, messages: list[dict[str, str]]) -> str:
         body = {"messages": messages, "temperature": self.temperature, "max_tokens": self.max_tokens}
         if self.model:
             body["model"] = self.model

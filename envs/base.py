@@ -119,14 +119,17 @@ class TaskSuite:
 
 @dataclass(frozen=True)
 class EnvKind:
-    """Where an env kind lives: ``module:attribute`` of a factory ``(**config) -> Env`` and of its suite."""
+    """Where an env kind lives, as ``module:attribute``: a factory ``(**options) -> Env`` (``max_steps`` among the
+    options), its suite, and optionally a scripted policy ``(task, step, seed, error_rate) -> action text``."""
 
     factory: str
     suite: str
+    scripted: str = ""
 
 
 ENV_KINDS: dict[str, EnvKind] = {
-    "terminal": EnvKind(factory="envs.terminal.env:TerminalEnv", suite="envs.terminal.tasks:SUITE"),
+    "terminal": EnvKind(factory="envs.terminal.env:TerminalEnv", suite="envs.terminal.tasks:SUITE",
+                        scripted="envs.terminal.scripted:scripted_action"),
 }
 
 
@@ -149,3 +152,10 @@ def make_env(name: str, **config: Any) -> Env:
 
 def task_suite(name: str) -> TaskSuite:
     return _resolve(env_kind(name).suite)
+
+
+def scripted_policy(name: str) -> Callable[[Task, int, str, float], str]:
+    kind = env_kind(name)
+    if not kind.scripted:
+        raise ValueError(f"env {name!r} has no scripted policy")
+    return _resolve(kind.scripted)

@@ -6,8 +6,9 @@ machine allows it, a cgroup of its own. Every process it spawns runs as::
     sh (joins the sandbox's cgroups) -> prlimit (rlimits) -> setpriv (drops to the sandbox's uid) -> bwrap -> argv
 
 and bwrap gives it new user, pid, network, IPC, UTS and cgroup namespaces (``--unshare-all``: only a loopback
-interface, no route to the host's), uid 1000 inside, a read-only root holding only ``/usr`` and ``/etc`` of the
-host's (read-only too), a private ``/tmp`` and ``/dev``, no capabilities, a new session (no terminal injection) and death with its parent.
+interface, no route to the host's), uid 1000 inside, a read-only root holding only the host's ``/usr`` and ``/etc``
+(read-only too), a private ``/tmp`` and ``/dev``, no capabilities, a new session (no terminal injection) and death
+with its parent.
 
 Limits, and why each is there:
 - **pids**: the cgroup's ``pids.max``; and ``RLIMIT_NPROC``. The rlimit alone does not hold for root (the kernel
@@ -145,7 +146,8 @@ def _plan_v2(mounts: list, own: dict[str, str]) -> _CgroupPlan | str:
             if not {"pids", "memory"} <= enabled:
                 (group / "cgroup.subtree_control").write_text("+pids +memory")
     except OSError as err:
-        hint = " (the group has processes of its own: delegation is impossible here)" if err.errno == errno.EBUSY else ""
+        busy = err.errno == errno.EBUSY
+        hint = " (the group has processes of its own: delegation is impossible here)" if busy else ""
         return f"cgroup v2 at {point}: cannot give child groups the pids/memory controllers: {err}{hint}"
     return _CgroupPlan("v2", {"": parent})
 
@@ -437,7 +439,8 @@ class Sandbox:
             elif os.path.isdir(path):
                 args += ["--ro-bind", path, path]
         args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", str(self.work_dir), WORKSPACE,
-                 "--remount-ro", "/", "--chdir", WORKSPACE, "--clearenv", "--setenv", "PATH", PATH, "--setenv", "HOME", WORKSPACE,
+                 "--remount-ro", "/", "--chdir", WORKSPACE, "--clearenv", "--setenv", "PATH", PATH,
+                 "--setenv", "HOME", WORKSPACE,
                  "--setenv", "TMPDIR", "/tmp", "--setenv", "LANG", "C.UTF-8", "--setenv", "TERM", "dumb"]
         return args
 

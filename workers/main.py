@@ -35,7 +35,10 @@ def build_worker(client: Client, s: Settings, queue: str,
     workflows: list[type] = []
     activities: list[Callable[..., Any]] = []
     if queue == "orchestrator":
-        workflows += [PingWorkflow, SessionWorkflow]
+        from workflows.episode import EpisodeWorkflow
+        from workflows.rollout import RolloutWorkflow
+
+        workflows += [PingWorkflow, SessionWorkflow, EpisodeWorkflow, RolloutWorkflow]
         activities += [HealthActivities(tq).ping]
     if queue == "orchestrator":  # training run loop and its light store / engine activities
         from workflows.training import TrainingWorkflow
@@ -49,6 +52,10 @@ def build_worker(client: Client, s: Settings, queue: str,
         if closers is not None:
             closers.append(acts.aclose)
         activities += [acts.prm_vote, acts.hint_vote, acts.teacher_logprobs, acts.emit_sample]
+        episode = build_episode_activities(s)
+        if closers is not None:
+            closers.append(episode.aclose)
+        activities += [episode.policy_act, episode.step_vote, episode.write_group_samples]
     if not workflows and not activities:
         return None  # nothing registered on this queue yet
     return Worker(client, task_queue=tq, workflows=workflows, activities=activities)
@@ -73,6 +80,42 @@ def build_session_activities(s: Settings):  # type: ignore[no-untyped-def]
     teacher_url = s.teacher_url or s.engine_url
     policy = PolicyClient(teacher_url, timeout_s=s.http_timeout_s, connect_timeout_s=s.http_connect_timeout_s)
     return SessionActivities(build_judge(s), policy, store_from_settings(s), tokenizer=str(s.model_path))
+
+
+def build_episode_activities(s: Settings):  # type: ignore[no-untyped-def]
+    from activities.episode import EpisodeActivities
+    from openclaw_rl.policy_client import PolicyClient
+
+    policy = PolicyClient(s.engine_url, timeout_s=s.http_timeout_s, connect_timeout_s=s.http_connect_timeout_s)
+    return EpisodeActivities(build_judge(s), policy, _store_cache(s), tokenizer=str(s.model_path))
+
+
+ENV_THREADS = 64  # env calls block a thread each (a step waits for its command)
+
+
+def build_env_workers(client: Client, s: Settings,
+                      closers: list[Callable[[], Awaitable[None]]] | None = None) -> list[Worker]:
+    """Two workers over one set of live envs: the shared env queue (task lists, resets) and this process's own queue,
+    which ``env_reset`` hands to the episode so that its steps come back to the process holding its sandbox."""
+    import os
+    import socket
+    import uuid
+    from concurrent.futures import ThreadPoolExecutor
+
+    from activities.episode import EnvActivities
+
+    tq = queue_name(s, "env")
+    own = f"{tq}/{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    acts = EnvActivities(own)
+    pool = ThreadPoolExecutor(max_workers=ENV_THREADS, thread_name_prefix="env")
+    if closers is not None:
+        async def close() -> None:
+            await asyncio.to_thread(acts.close_all)
+            pool.shutdown(wait=False)
+        closers.append(close)
+    shared = [acts.env_tasks, acts.env_reset, acts.env_step, acts.env_evaluate, acts.env_close]
+    return [Worker(client, task_queue=q, activities=shared if q == tq else shared[2:], activity_executor=pool,
+                   max_concurrent_activities=ENV_THREADS // 2) for q in (tq, own)]
 
 
 def build_training_activities(s: Settings) -> list[Callable[..., Any]]:
@@ -110,8 +153,12 @@ async def run(queues: list[str]) -> None:
     log = get_logger("workers")
     client = await Client.connect(s.temporal_address, namespace=s.temporal_namespace)
     closers: list[Callable[[], Awaitable[None]]] = []
-    workers = [build_worker(client, s, q, closers) for q in queues]
-    workers = [w for w in workers if w is not None]
+    workers: list[Worker] = []
+    for q in queues:
+        if q == "env":
+            workers += build_env_workers(client, s, closers)
+        elif (w := build_worker(client, s, q, closers)) is not None:
+            workers.append(w)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

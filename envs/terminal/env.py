@@ -73,12 +73,13 @@ class TerminalEnv:
             obs = f"Invalid action: {parsed.error}. Nothing was run."
             result = StepResult(obs, done=out_of_steps, info={"parse_error": parsed.error})
         elif parsed.kind == "submit":
-            result = StepResult("Submitted.", done=True, info={"submitted": True})
+            result = StepResult("Submitted.", done=True, info={"action": {"name": "submit", "arguments": {}}})
         else:
             r = self.shell.run(parsed.args["command"], self.config.command_timeout_s)
             result = StepResult(format_observation(r), done=out_of_steps, info={
-                "exit_status": r.exit_status, "timed_out": r.timed_out, "truncated_bytes": r.truncated_bytes,
-                "shell_restarted": r.shell_restarted, "seconds": round(r.seconds, 4)})
+                "action": {"name": "bash", "arguments": parsed.args}, "exit_status": r.exit_status,
+                "timed_out": r.timed_out, "truncated_bytes": r.truncated_bytes, "shell_restarted": r.shell_restarted,
+                "seconds": round(r.seconds, 4)})
         self.done = result.done
         return result
 

@@ -241,7 +241,8 @@ for _make in (_copy_file, _rename_ext, _delete_tmp, _make_executable, _symlink, 
 def _count_lines() -> None:
     rng = _rng("count_lines")
     lines = [rng.choice(WORDS) for _ in range(rng.randrange(40, 90))]
-    _task("count_lines", "Write the number of lines in words.txt to answer.txt.", {"words.txt": "\n".join(lines) + "\n"},
+    _task("count_lines", "Write the number of lines in words.txt to answer.txt.",
+          {"words.txt": "\n".join(lines) + "\n"},
           expect_text("answer.txt", str(len(lines))), ["wc -l < words.txt > answer.txt"], ("text",))
 
 

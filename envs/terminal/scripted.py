@@ -1,0 +1,36 @@
+"""A scripted terminal policy for tests and benchmarks: the task's reference commands, then submit, with seeded
+mistakes. Not a model: it stands in for one where a model cannot act yet, so that episodes, judges and advantages can
+be exercised end to end (the policy activity still gets exact log-probs for its text from the engine).
+
+At step t the policy makes a mistake with probability ``error_rate`` (decided by ``seed`` and t alone, so any step can
+be recomputed without state): a malformed reply, a failing command or a premature submit. Otherwise it sends the next
+reference command it has not sent yet, and submits once they are all sent.
+"""
+
+from __future__ import annotations
+
+import random
+
+from envs.base import Task
+from envs.terminal.actions import format_action
+
+MISTAKES = (
+    "Let me think about which files matter here first.",
+    '<tool_call>{"name": "bash", "arguments": {"command": "ls -la"</tool_call>',
+    format_action("cat no-such-file.txt"),
+    format_action(None),
+)
+
+
+def _mistake(seed: str, step: int, error_rate: float) -> str | None:
+    rng = random.Random(f"{seed}:{step}")
+    return rng.choice(MISTAKES) if rng.random() < error_rate else None
+
+
+def scripted_action(task: Task, step: int, seed: str, error_rate: float = 0.0) -> str:
+    wrong = _mistake(seed, step, error_rate)
+    if wrong is not None:
+        return wrong
+    sent = sum(_mistake(seed, k, error_rate) is None for k in range(step))
+    commands = task.data.solution
+    return format_action(commands[sent]) if sent < len(commands) else format_action(None)
