@@ -61,3 +61,17 @@ def turn_to_sample(
     from bench.turn_to_sample import run
 
     typer.echo(json.dumps(run(n=sessions, model_path=model)))
+
+
+@app.command()
+def episode(
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object (the only output format)")] = True,
+    model: Annotated[Path | None, typer.Option("--model", help="HF folder; default: the built tiny model")] = None,
+    episodes: Annotated[int, typer.Option(help="terminal episodes timed each way (workflow and plain loop)")] = 12,
+    votes: Annotated[int, typer.Option(help="step-judge votes per step (heuristic judge)")] = 3,
+) -> None:
+    """General track: Temporal's overhead per episode step (EpisodeWorkflow vs a plain loop over the same activity
+    functions, same run, same env) and failures among 16 episodes at once."""
+    from bench.episode import run
+
+    typer.echo(json.dumps(run(model_path=model, episodes=episodes, votes=votes)))

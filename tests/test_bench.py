@@ -34,3 +34,17 @@ def test_gateway_bench_reports_paired_overheads(tiny_model_path: Path, capsys: p
     assert result["prefix_cache_hit_rate"] == round(sum(cached[1:]) / sum(prompt[1:]), 4)
     assert 0 < result["new_session_cached_share"] < 1  # the prompt up to its Runtime line (other session id)
     assert result["openclaw_shaped_ttft_s_first"] > 0 and result["openclaw_shaped_ttft_s_p50"] > 0
+
+
+@pytest.mark.slow
+def test_episode_bench_reports_overhead_and_parallel_failures(random_model_path: Path) -> None:
+    from bench.episode import run
+
+    result = run(model_path=random_model_path, episodes=2)
+    assert result["parallel_episodes"] == 16 and result["parallel_episodes_failed"] == 0
+    assert result["episodes_each"] == 2 and result["steps_each"] >= 2
+    assert result["workflow_ms_per_step"] > 0 and result["plain_ms_per_step"] > 0
+    difference = result["workflow_ms_per_step"] - result["plain_ms_per_step"]
+    assert abs(result["temporal_overhead_ms_per_step"] - difference) < 0.02
+    assert result["activity_dispatch_ms_p50"] > 0 and result["parallel_samples_written"] > 0
+    assert result["ok"] == (result["temporal_overhead_ms_per_step"] <= 20.0)

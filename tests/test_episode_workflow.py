@@ -287,3 +287,23 @@ async def test_env_worker_killed_mid_episode_restarts_the_episode(temporal_env, 
     # the killed worker's sandbox died with it: no process of any sandbox uid is left
     leftovers = [p for uid in range(200_000, 200_000 + 4096) for p in processes_of_uid(uid)]
     assert leftovers == []
+
+
+async def test_a_failed_policy_call_fails_the_episode_and_frees_its_sandbox(temporal_env, local_engine, tokenizer,
+                                                                            store_url, tmp_path):
+    from temporalio.client import WorkflowFailureError
+
+    client: Client = temporal_env.client
+    q = Queues()
+    cfg = config(q, store_url, policy="no-such-policy")
+    async with PolicyClient(local_engine) as policy, AsyncExitStack() as stack:
+        pool = stack.enter_context(ThreadPoolExecutor(max_workers=8))
+        env_acts, envs = env_workers(client, q, pool)
+        acts = EpisodeActivities(HeuristicJudge(), policy, StoreCache(store_url, tmp_path / "cache"), tokenizer)
+        for w in [Worker(client, task_queue=q.orch, workflows=[EpisodeWorkflow]), judge_worker(client, q, acts), *envs]:
+            await stack.enter_async_context(w)
+        with pytest.raises(WorkflowFailureError) as failed:
+            await client.execute_workflow(EpisodeWorkflow.run, EpisodeInput(task_id="create_file", config=cfg),
+                                          id=f"episode/f-{uuid.uuid4().hex[:6]}", task_queue=q.orch)
+        assert "unknown policy" in str(failed.value.cause.cause)
+        assert env_acts.live_episodes() == 0  # closed on the way out, not left to the idle reaper

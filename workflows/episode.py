@@ -182,6 +182,9 @@ class EpisodeWorkflow:
             for task in votes:
                 task.cancel()
             raise
+        except BaseException:  # a policy or env call failed for good, or the workflow was cancelled: free the sandbox
+            await self._close(queue, ref, cfg)
+            raise
         await self._close(queue, ref, cfg)
         self.progress.phase = "judging"
         for step, task in zip(steps, votes):
