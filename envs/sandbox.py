@@ -26,7 +26,9 @@ read-only cgroupfs), the sandbox logs why once per process and runs on rlimits a
 unreachable work dir), ``SandboxError`` says why; nothing runs unsandboxed.
 
 Closing kills every process of the sandbox (its pid namespace dies with bwrap, then its cgroup and its uid are
-swept), removes its cgroups and its work dir; the next sandbox starts from an empty dir with a fresh ``/tmp``.
+swept), removes its cgroups and its work dir; the next sandbox starts from an empty dir with a fresh ``/tmp``. A
+sandbox whose worker died without closing it (SIGKILL) loses its processes with that worker (bwrap dies with its
+parent); its work dir and cgroup are named after its uid, so the next sandbox to get that uid sweeps them.
 """
 
 from __future__ import annotations
@@ -201,6 +203,8 @@ class _Cgroups:
         try:
             for controller, parent in plan.parents.items():
                 d = parent / name
+                if d.exists():  # left by a holder of the same uid that died: empty it, then start afresh
+                    _Cgroups._sweep(d)
                 d.mkdir()
                 self.dirs[controller] = d
             if plan.mode == "v2":
@@ -218,6 +222,24 @@ class _Cgroups:
         except OSError as err:
             self.remove()
             raise SandboxError(f"cannot set up the sandbox's cgroup ({plan.mode}): {err}") from err
+
+    @staticmethod
+    def _sweep(d: Path) -> None:
+        for _ in range(100):
+            try:
+                pids = [int(p) for p in (d / "cgroup.procs").read_text().split()]
+            except OSError:
+                pids = []
+            for pid in pids:
+                _kill(pid)
+            try:
+                d.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.01)
+        raise SandboxError(f"a stale sandbox cgroup {d} cannot be removed")
 
     @property
     def procs_files(self) -> list[str]:
@@ -390,12 +412,17 @@ class Sandbox:
         self._tools = [_tool("prlimit")] + ([_tool("setpriv")] if self.as_root else [])
         self._slot: _UidSlot | None = None
         self.cgroups: _Cgroups | None = None
-        self.work_dir = self.root / "work" / self.id
+        self.work_dir: Path | None = None
         try:
             if self.as_root:
                 self._slot = _UidSlot(self.root, config.uid_base, config.uid_count)
+                # named after its uid: whatever a holder that died left (work dir, cgroup) is swept by the next one
+                self.id = f"uid-{self._slot.uid}"
             self.uid = self._slot.uid if self._slot else os.getuid()
             (self.root / "work").mkdir(exist_ok=True, mode=0o711)
+            self.work_dir = self.root / "work" / self.id
+            if self._slot is not None and self.work_dir.exists():
+                shutil.rmtree(self.work_dir)
             self.work_dir.mkdir(mode=0o700)
             os.chown(self.work_dir, self.uid, self.uid)
             plan = cgroup_plan() if config.cgroups else _CgroupPlan("none", {}, note="disabled by configuration")
@@ -550,7 +577,8 @@ class Sandbox:
         self.kill()
         if self.cgroups:
             self.cgroups.remove()
-        shutil.rmtree(self.work_dir, ignore_errors=True)
+        if self.work_dir is not None:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
         if self._slot is not None:
             self._slot.release()
 

@@ -186,3 +186,22 @@ def test_workdir_reads_never_follow_links_out(tmp_path):
         with pytest.raises(ValueError):
             wd.path("../x")
     assert isinstance(WorkDir(tmp_path).files(), list)
+
+
+def test_what_a_dead_holder_left_is_swept_by_the_next_sandbox_of_its_uid():
+    cfg = SandboxConfig(uid_base=250_000, uid_count=1)  # one uid: the next sandbox must get the same one
+    dead = Sandbox(cfg)
+    sleeper = dead.spawn(["/bin/sleep", "300"])
+    (dead.work_dir / "left.txt").write_text("from the dead episode")
+    time.sleep(0.2)
+    assert processes_of_uid(dead.uid)
+    dead._slot.release()  # its worker died: the lock goes, nothing was closed
+    with Sandbox(cfg) as fresh:
+        assert fresh.uid == dead.uid and fresh.work_dir == dead.work_dir
+        assert list(fresh.work_dir.iterdir()) == []
+        assert processes_of_uid(fresh.uid) == []
+        assert fresh.cgroups.pids() == set()
+        rc, out, _ = fresh.run([SH, "-c", "ls -A /workspace; echo ok"])
+        assert out.decode() == "ok\n"
+    sleeper.wait(timeout=5)
+    assert not dead.work_dir.exists()
