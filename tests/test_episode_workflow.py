@@ -1,7 +1,7 @@
 """General-track episodes against a real Temporal server, the real local engine, real sandboxes and a file:// store.
 
-The policy is the terminal env's scripted policy (reference commands with seeded mistakes; the tiny models cannot act:
-none of 32 samples from the test preset parses as an action), its log-probs scored by the engine, or the engine itself
+The policy is the terminal env's scripted policy (reference commands with seeded mistakes; the tiny model cannot act:
+of 32 replies sampled on 8 tasks none parses as an action, default build and test preset alike), its log-probs scored by the engine, or the engine itself
 sampling from the random test model (all malformed: each becomes an observation). Step votes come from the heuristic
 judge (a rule-based stand-in for the LLM judge) through the same activity.
 """
