@@ -29,6 +29,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.clients import EngineAndJudge
 from activities.judges import Judge
 from envs.base import Env, make_env, scripted_policy, task_suite
 from openclaw_rl.policy_client import PolicyEngineError, SamplingParams
@@ -204,27 +205,11 @@ def record_key(run: str, episode_id: str, attempt: int, step: int, try_: int) ->
     return f"episodes/run={run}/{_digest(episode_id)}/attempt={attempt}/step={step:03d}-try={try_}.json"
 
 
-class EpisodeActivities:
+class EpisodeActivities(EngineAndJudge):
     def __init__(self, judge: Judge, policy: Any, stores: Any, tokenizer: Any) -> None:
-        self.judge = judge
-        self.policy = policy  # openclaw_rl.policy_client.PolicyClient
+        super().__init__(judge, policy, tokenizer)
         self.stores = stores  # activities.training.StoreCache
-        self._tokenizer = tokenizer  # a tokenizer, or a model folder to load it from on first use
         self._context_len: int | None = None
-
-    async def aclose(self) -> None:
-        for client in (self.policy, self.judge):
-            close = getattr(client, "aclose", None)
-            if close is not None:
-                await close()
-
-    @property
-    def tokenizer(self) -> Any:
-        if isinstance(self._tokenizer, str):
-            from transformers import AutoTokenizer
-
-            self._tokenizer = AutoTokenizer.from_pretrained(self._tokenizer)
-        return self._tokenizer
 
     async def _engine_context(self) -> int:
         if self._context_len is None:

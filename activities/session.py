@@ -14,6 +14,7 @@ from typing import Any
 
 from temporalio import activity
 
+from activities.clients import EngineAndJudge
 from activities.judges import Judge, next_state_text
 from rlcore.judging import inject_hint, parse_hint_vote, parse_score
 from workflows.contracts import EmitRequest, EmitResult, JudgeRequest, TeacherRequest, TeacherResult, TurnPayload, \
@@ -28,29 +29,12 @@ def sample_id_for(session_id: str, turn_index: int) -> str:
     return hashlib.sha256(f"{session_id}\x00{turn_index}".encode()).hexdigest()[:32]
 
 
-class SessionActivities:
+class SessionActivities(EngineAndJudge):
     def __init__(self, judge: Judge, policy: Any, store: Any, tokenizer: Any) -> None:
-        self.judge = judge
-        self.policy = policy  # openclaw_rl.policy_client.PolicyClient
+        super().__init__(judge, policy, tokenizer)
         self.store = store  # openclaw_rl.store.ObjectStore
-        self._tokenizer = tokenizer  # a tokenizer, or a model folder to load it from on first use
-
-    async def aclose(self) -> None:
-        """Close the engine and judge connections (the worker calls this once it has stopped)."""
-        for client in (self.policy, self.judge):
-            close = getattr(client, "aclose", None)
-            if close is not None:
-                await close()
 
     # -- helpers ------------------------------------------------------------------------------------------------------
-    @property
-    def tokenizer(self) -> Any:
-        if isinstance(self._tokenizer, str):
-            from transformers import AutoTokenizer
-
-            self._tokenizer = AutoTokenizer.from_pretrained(self._tokenizer)
-        return self._tokenizer
-
     def payload(self, turn: TurnRef) -> TurnPayload:
         if turn.payload is not None:
             return turn.payload
