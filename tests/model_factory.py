@@ -91,6 +91,20 @@ def random_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_random_qwen3(tmp_path_factory.mktemp("random-qwen3"), seed=0)
 
 
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct loopback ports free right now (all bound at once, so none repeats)."""
+    import socket
+
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 @contextmanager
 def running_engine(model_path: str | Path, **config: Any) -> Iterator[str]:
     """Serve ``model_path`` with the local engine on a free loopback port (uvicorn in a thread); yields its URL."""

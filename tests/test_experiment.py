@@ -12,23 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.model_factory import free_ports
+
 from envs.personal.driver import policy_version_of
 from envs.personal.evaluate import heldout_problems, is_correct
 from envs.personal.problems import split_of
 from envs.personal.scoring import comment_verdict
 from openclaw_rl.experiment import _checkpoints
 from openclaw_rl.experiment_results import summarize
-
-
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def test_heldout_problems_are_fixed_and_heldout():
@@ -92,7 +83,7 @@ def test_summary_worst_seed_and_degenerate_rate_over_seeds():
 @pytest.mark.slow
 @pytest.mark.timeout(420)
 def test_personal_experiment_end_to_end(tmp_path: Path):
-    temporal, ui, engine, gateway = _free_ports(4)
+    temporal, ui, engine, gateway = free_ports(4)
     env = {**os.environ, "OPENCLAW_RUNTIME_DIR": str(tmp_path / "rt"), "OPENCLAW_TEMPORAL_ADDRESS":
            f"127.0.0.1:{temporal}", "OPENCLAW_TEMPORAL_UI_PORT": str(ui), "OPENCLAW_ENGINE_PORT": str(engine),
            "OPENCLAW_GATEWAY_PORT": str(gateway), "OPENCLAW_LOG_FORMAT": "json"}

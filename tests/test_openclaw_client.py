@@ -20,7 +20,6 @@ import asyncio
 import json
 import os
 import shutil
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +27,8 @@ from typing import Any
 
 import httpx
 import pytest
+
+from tests.model_factory import free_ports
 
 from bench.openclaw_client import (ClientUnavailable, Install, OpenClawClient, SessionResult, ensure_installed,
                                    parse_turn)
@@ -93,17 +94,6 @@ def test_client_environment_is_private_and_offline(tmp_path: Path, monkeypatch: 
     assert "models" not in patch  # the onboarded model stays as onboarding wrote it unless limits are given
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 @pytest.fixture(scope="module")
 def openclaw() -> Install:
     try:
@@ -121,7 +111,7 @@ def stack(tmp_path: Path) -> Iterator[dict[str, Any]]:
 
     model = tmp_path / "tiny-qwen3"  # the gateway serves the folder's name as the model id
     shutil.copytree(ensure_tiny("test"), model)
-    temporal, ui, engine, gateway = _free_ports(4)
+    temporal, ui, engine, gateway = free_ports(4)
     env = {"OPENCLAW_RUNTIME_DIR": str(tmp_path / "rt"), "OPENCLAW_TEMPORAL_ADDRESS": f"127.0.0.1:{temporal}",
            "OPENCLAW_TEMPORAL_UI_PORT": str(ui), "OPENCLAW_ENGINE_PORT": str(engine),
            "OPENCLAW_GATEWAY_PORT": str(gateway), "OPENCLAW_MODEL_PATH": str(model), "OPENCLAW_RUN": RUN,
