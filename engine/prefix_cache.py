@@ -90,15 +90,16 @@ class SlotPool:
     def should_wait(self, req: Req, uid: int) -> bool:
         """Whether a running request is still computing a prefix ``req`` shares (at least ``WAIT_GAIN`` tokens more
         than can be reused now): admitted a step or two later, ``req`` copies it instead of computing it again."""
-        if not self.enabled:
+        filling = [o for o in self.busy.values()
+                   if o.weights is not None and o.weights.uid == uid and not o.prefill_done]
+        if not self.enabled or not filling:  # the common case: nothing to wait for, no match search
             return False
         ids, limit = req.ids_tensor(), self._limit(req)
         _, now, _ = self._best(req, uid)
-        for other in self.busy.values():
-            if other.weights is not None and other.weights.uid == uid and not other.prefill_done:
-                n = min(common_prefix(ids, other.ids_tensor()), limit)
-                if n - now >= WAIT_GAIN and other.prefilled < n:
-                    return True
+        for other in filling:
+            n = min(common_prefix(ids, other.ids_tensor()), limit)
+            if n - now >= WAIT_GAIN and other.prefilled < n:
+                return True
         return False
 
     def acquire(self, req: Req, uid: int) -> None:

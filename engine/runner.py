@@ -180,8 +180,11 @@ def _plan(reqs: list[Req], budget: int, area: int) -> list[list[tuple[Req, int]]
         current: list[tuple[Req, int]] = []
         width = 0
         for r, n in sorted(group, key=lambda x: x[1]):
+            if r.prefilled + n > LONE_ROW:
+                forwards.append([(r, n)])
+                continue
             w = max(width, n)
-            if current and (w * (len(current) + 1) > PREFILL_TOKEN_BUDGET or r.prefilled + n > LONE_ROW):
+            if current and w * (len(current) + 1) > PREFILL_TOKEN_BUDGET:
                 forwards.append(current)
                 current, w = [], n
             current.append((r, n))
