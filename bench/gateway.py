@@ -145,19 +145,20 @@ async def _measure(engine_url: str, gateway_url: str, key: str, prompt_ids: list
 
 async def _agent_session(gateway_url: str, key: str, turns: int, session: str, rng: Any,
                          system: str, tools: list[dict]) -> list[dict[str, float]]:
-    """One agent-shaped session through the gateway; per turn: ttft_s, prompt_tokens, cached_tokens."""
+    """One agent-shaped session through the gateway; per turn: ttft_s, prompt_tokens, cached_tokens and the session
+    the gateway put it in."""
     import aiohttp
 
     from envs.personal import agent_prompt as ap
     from openclaw_rl.policy_client import _lines
 
-    system = system.replace("sessionId=", f"sessionId={session}-", 1)
     history: list[dict[str, Any]] = [{"role": "system", "content": system}]
     out = []
     async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {key}"},
                                      timeout=aiohttp.ClientTimeout(total=600)) as http:
         for i in range(turns):
-            history.append({"role": "user", "content": AGENT_USER_MESSAGES[i % len(AGENT_USER_MESSAGES)]})
+            text = AGENT_USER_MESSAGES[i % len(AGENT_USER_MESSAGES)]  # the first carries the session's Runtime line
+            history.append({"role": "user", "content": ap.user_message(text, rng, session if i == 0 else None)})
             body = {"model": "bench", "messages": [*history, {"role": "user", "content": ap.internal_context(rng)}],
                     "tools": tools, "max_tokens": AGENT_MAX_TOKENS, "temperature": 0.8, "stream": True,
                     "stream_options": {"include_usage": True}}
@@ -166,6 +167,7 @@ async def _agent_session(gateway_url: str, key: str, turns: int, session: str, r
             async with http.post(f"{gateway_url}/v1/chat/completions", json=body) as r:
                 if r.status != 200:
                     raise RuntimeError(f"agent turn {i + 1}: HTTP {r.status}: {(await r.read())[:300]!r}")
+                gateway_session = r.headers.get("X-Session-Id", "")
                 async for line in _lines(r.content):
                     if not line.startswith(b"data: {"):
                         continue
@@ -173,12 +175,14 @@ async def _agent_session(gateway_url: str, key: str, turns: int, session: str, r
                     usage = chunk.get("usage") or usage
                     for choice in chunk.get("choices") or []:
                         delta = choice.get("delta") or {}
-                        if not first and (delta.get("content") or delta.get("tool_calls") or choice.get("finish_reason")):
+                        token = delta.get("content") or delta.get("tool_calls") or choice.get("finish_reason")
+                        if token and not first:
                             first = time.perf_counter() - t0
                         text.append(delta.get("content") or "")
             history.append({"role": "assistant", "content": "".join(text)})
             out.append({"ttft_s": round(first, 4), "prompt_tokens": usage.get("prompt_tokens", 0),
-                        "cached_tokens": (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)})
+                        "cached_tokens": (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0),
+                        "session": gateway_session})
     return out
 
 
@@ -200,6 +204,7 @@ async def _agent(gateway_url: str, key: str, turns: int, chars: int, n_tools: in
         "openclaw_shaped_ttft_s_max": max((r["ttft_s"] for r in later), default=None),
         "prefix_cache_hit_rate": share(later), "prefix_cache_hit_rate_session": share(session),
         "new_session_cached_share": share(second), "openclaw_shaped_prompt_chars": chars,
+        "openclaw_shaped_sessions": len({r["session"] for r in session + second}),
         "openclaw_shaped_tools": n_tools,
         "openclaw_shaped_prompt_tokens": [r["prompt_tokens"] for r in session],
         "openclaw_shaped_cached_tokens": [r["cached_tokens"] for r in session],
@@ -256,8 +261,8 @@ def run(json_out: bool = True, requests: int = 100, model_path: Path | None = No
               f"TTFT overhead p50 {result['ttft_overhead_ms_p50']} ms; target <= {TARGET_MS} ms")
         if agent_turns > 0:
             print(f"agent-shaped session ({agent_prompt_chars} chars): TTFT turn 1 "
-                  f"{result['openclaw_shaped_ttft_s_first']} s, later turns p50 {result['openclaw_shaped_ttft_s_p50']} s,"
-                  f" prefix cache hit rate {result['prefix_cache_hit_rate']}")
+                  f"{result['openclaw_shaped_ttft_s_first']} s, later turns p50 "
+                  f"{result['openclaw_shaped_ttft_s_p50']} s, prefix cache hit rate {result['prefix_cache_hit_rate']}")
     return result
 
 

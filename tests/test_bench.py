@@ -32,7 +32,8 @@ def test_gateway_bench_reports_paired_overheads(tiny_model_path: Path, capsys: p
     # all of the previous prompt but its trailing internal-context message (which the next request drops)
     assert all(0.9 * prompt[i - 1] < c < p for i, (c, p) in enumerate(zip(cached, prompt)) if i)
     assert result["prefix_cache_hit_rate"] == round(sum(cached[1:]) / sum(prompt[1:]), 4)
-    assert 0 < result["new_session_cached_share"] < 1  # the prompt up to its Runtime line (other session id)
+    assert result["openclaw_shaped_sessions"] == 2  # the gateway found both sessions from their Runtime lines
+    assert 0 < result["new_session_cached_share"] < 1  # the prompt up to its first message (another session id)
     assert result["openclaw_shaped_ttft_s_first"] > 0 and result["openclaw_shaped_ttft_s_p50"] > 0
 
 
