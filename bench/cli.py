@@ -10,6 +10,16 @@ import typer
 app = typer.Typer(no_args_is_help=True)
 
 
+@app.callback()
+def _logs_to_stderr() -> None:
+    """Log lines go to stderr (the project's logging set up before anything logs), so stdout is the JSON object."""
+    from openclaw_rl.logging import configure_logging
+    from openclaw_rl.settings import get_settings
+
+    s = get_settings()
+    configure_logging(s.log_level, s.log_format, process="bench")
+
+
 @app.command()
 def serving(
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object (the only output format)")] = True,

@@ -14,11 +14,14 @@ scripted policy (the tiny model cannot act yet), its log-probs scored by the eng
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import statistics
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from dataclasses import replace
@@ -27,6 +30,19 @@ from typing import Any
 
 TASKS = ["fib_script", "count_lines", "sum_script", "make_tar"]
 
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """File descriptor 1 points at stderr meanwhile, so child processes started now write there for good."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 async def plain_episode(env_acts: Any, ep_acts: Any, inp: Any) -> Any:
     """EpisodeWorkflow._attempt without Temporal: the same activity functions, called directly, in the same order."""
@@ -99,9 +115,10 @@ async def _run(model: Path, episodes: int, votes: int) -> dict[str, Any]:
                         store_url=store_url, policy_queue=jq, judge_queue=jq, env_queue=eq)
     try:
         async with AsyncExitStack() as stack:
-            env = await WorkflowEnvironment.start_local(
-                dev_server_existing_path=str(Path(sys.executable).parent / "temporal"), ui=False,
-                dev_server_log_level="error")
+            with _stdout_to_stderr():  # the dev server prints a banner; this bench's stdout is one JSON object
+                env = await WorkflowEnvironment.start_local(
+                    dev_server_existing_path=str(Path(sys.executable).parent / "temporal"), ui=False,
+                    dev_server_log_level="error")
             stack.push_async_callback(env.shutdown)
             client = env.client
             policy = await stack.enter_async_context(PolicyClient(url))

@@ -39,9 +39,16 @@ def test_gateway_bench_reports_paired_overheads(tiny_model_path: Path, capsys: p
 
 @pytest.mark.slow
 def test_episode_bench_reports_overhead_and_parallel_failures(random_model_path: Path) -> None:
-    from bench.episode import run
+    import subprocess
+    import sys
 
-    result = run(model_path=random_model_path, episodes=2)
+    # through the CLI, as a user runs it: stdout is the one JSON object, nothing the Temporal dev server prints
+    done = subprocess.run([sys.executable, "-m", "openclaw_rl.cli", "bench", "episode", "--json", "--model",
+                           str(random_model_path), "--episodes", "2"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stdout[-2000:]
+    result = json.loads(lines[0])
     assert result["parallel_episodes"] == 16 and result["parallel_episodes_failed"] == 0
     assert result["episodes_each"] == 2 and result["steps_each"] >= 2
     assert result["workflow_ms_per_step"] > 0 and result["plain_ms_per_step"] > 0
