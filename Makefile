@@ -7,7 +7,8 @@ STAMP := $(VENV)/.installed
 .PHONY: demo test up status bench clean
 
 $(STAMP): pyproject.toml Makefile
-	command -v bwrap >/dev/null || (apt-get update -qq && apt-get install -y -qq bubblewrap)
+	command -v bwrap >/dev/null && command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		(apt-get update -qq && apt-get install -y -qq bubblewrap chromium chromium-driver)
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test,megatron]' --config-settings editable_mode=compat

@@ -130,6 +130,12 @@ class EnvKind:
 ENV_KINDS: dict[str, EnvKind] = {
     "terminal": EnvKind(factory="envs.terminal.env:TerminalEnv", suite="envs.terminal.tasks:SUITE",
                         scripted="envs.terminal.scripted:scripted_action"),
+    "swe": EnvKind(factory="envs.swe.env:SweEnv", suite="envs.swe.tasks:SUITE",
+                   scripted="envs.swe.scripted:scripted_action"),
+    "toolcall": EnvKind(factory="envs.toolcall.env:ToolCallEnv", suite="envs.toolcall.tasks:SUITE",
+                        scripted="envs.toolcall.scripted:scripted_action"),
+    "gui": EnvKind(factory="envs.gui.env:GuiEnv", suite="envs.gui.tasks:SUITE",
+                   scripted="envs.gui.scripted:scripted_action"),
 }
 
 
