@@ -70,6 +70,7 @@ class ExperimentConfig:
     batch_size: int = 16
     max_staleness: int = 1
     kl_beta: float = 0.0
+    trainer: dict[str, Any] = field(default_factory=dict)  # other TrainingInput hyper-parameters, e.g. clip_eps_high
     temperature: float = 0.7  # sampling temperature of the interactions and of the evaluations
     concurrency: int = 2  # conversations in flight at once
     pace: bool = True  # start a conversation only when no full batch waits to be trained (see RunTrainer.drain)
@@ -90,6 +91,43 @@ class ExperimentConfig:
             raise ValueError(f"unknown method(s) {bad}: choose from {', '.join(METHODS)}")
         if self.interactions < 1 or self.seeds < 1 or self.eval_problems < 1 or self.batch_size < 1:
             raise ValueError("interactions, seeds, eval_problems and batch_size must be >= 1")
+        trainer_options(self.trainer)
+
+
+TRAINER_OPTIONS = ("clip_eps", "clip_eps_high", "kl_estimator", "loss_agg", "ppo_epochs", "num_minibatches",
+                   "grad_clip", "weight_decay", "w_binary", "w_opd")
+
+
+def trainer_options(options: dict[str, Any] | list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` strings (or a dict) -> TrainingInput fields of the right type; an unknown key or a value that is
+    not of the field's type is a ValueError that names it."""
+    from workflows.contracts import TrainingInput
+
+    pairs = options.items() if isinstance(options, dict) else (_split_option(o) for o in options)
+    defaults, out = TrainingInput(run="", method="combined"), {}
+    for key, value in pairs:
+        if key not in TRAINER_OPTIONS:
+            raise ValueError(f"unknown trainer option {key!r}; known: {', '.join(TRAINER_OPTIONS)}")
+        kind = type(getattr(defaults, key))
+        try:
+            out[key] = kind(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"trainer option {key}={value!r} is not a {kind.__name__}") from None
+    return out
+
+
+def _parse_trainer(options: list[str]) -> dict[str, Any]:
+    try:
+        return trainer_options(options)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--trainer") from None
+
+
+def _split_option(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"trainer option {text!r} is not KEY=VALUE")
+    return key.strip(), value.strip()
 
 
 def _bar(total: int, desc: str, enabled: bool, leave: bool = True) -> Any:
@@ -394,7 +432,8 @@ class RunTrainer:
         cfg = self.cfg
         inp = TrainingInput(run=self.run, method=self.method, batch_size=cfg.batch_size, store_url=self.store_url,
                             max_staleness=cfg.max_staleness, engines=[self.s.engine_url], model_path=str(self.model),
-                            lr=cfg.lr, kl_beta=cfg.kl_beta, poll_s=1.0, max_poll_s=5.0)
+                            lr=cfg.lr, kl_beta=cfg.kl_beta, poll_s=1.0, max_poll_s=5.0,
+                            **trainer_options(cfg.trainer))
         self.handle = await self.client.start_workflow(TRAINING_WORKFLOW, inp, id=training_workflow_id(self.run),
                                                        task_queue=self.s.task_queue_orchestrator,
                                                        result_type=TrainingStatus)
@@ -470,6 +509,8 @@ def personal_command(
     batch_size: Annotated[int, typer.Option(help="samples per train step (paper: 16)")] = 16,
     max_staleness: Annotated[int, typer.Option(help="train on samples up to this many versions old")] = 1,
     kl_beta: Annotated[float, typer.Option(help="KL to the base model (paper: 0 in simulation)")] = 0.0,
+    trainer: Annotated[list[str] | None, typer.Option(help="another trainer hyper-parameter as KEY=VALUE, repeatable: "
+                                                           + ", ".join(TRAINER_OPTIONS))] = None,
     temperature: Annotated[float, typer.Option(help="sampling temperature of interactions and evaluations")] = 0.7,
     concurrency: Annotated[int, typer.Option(help="conversations in flight at once")] = 2,
     pace: Annotated[bool, typer.Option(help="the simulated user waits while a full batch waits to be trained, as a "
@@ -486,6 +527,7 @@ def personal_command(
     cfg = ExperimentConfig(setting=setting, methods=[m.strip() for m in method.split(",") if m.strip()],
                            interactions=interactions, seeds=seeds, eval_every=eval_every, eval_problems=eval_problems,
                            rounds=rounds, lr=lr, batch_size=batch_size, max_staleness=max_staleness, kl_beta=kl_beta,
+                           trainer=_parse_trainer(trainer or []),
                            temperature=temperature, concurrency=concurrency, pace=pace, preset=preset, model_path=model,
                            out=out, keep_models=keep_models, progress=progress)
     interrupt_on_sigterm()

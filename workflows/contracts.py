@@ -241,6 +241,10 @@ class TrainingInput:
     heartbeat_timeout_s: float = 120.0  # a trainer that stays silent this long is presumed dead; the step moves on
     keep_checkpoints: int = 3  # older step checkpoints are deleted once a newer one is live
     trainer_queue: str = "openclaw-trainer"
+    # general track: the run drives its own rollouts (None: samples come from elsewhere, e.g. the gateway)
+    rollout: RolloutInput | None = None  # what each rollout runs; its run and rollout id are the run's
+    rollout_mode: str = "sync"  # "sync": a rollout runs only while no step trains; "async": one always runs, also
+    #                             during steps (its samples may be up to max_staleness versions old when trained)
     # hyper-parameters (see TrainHparams)
     lr: float = 1e-5
     kl_beta: float = 0.0
@@ -272,6 +276,8 @@ class TrainingInput:
     last_error: str = ""  # why the run paused itself (a step or a push failed after its retries)
     applied_requests: list[str] = field(default_factory=list)  # idempotency keys of applied updates (bounded)
     recent_steps: list[StepSummary] = field(default_factory=list)  # the last few steps, for `status`
+    rollouts_started: int = 0
+    recent_rollouts: list[RolloutSummary] = field(default_factory=list)  # the last few rollouts, for `status`
 
 
 @dataclass
@@ -400,6 +406,8 @@ class TrainingStatus:
     hparams: TrainHparams = field(default_factory=TrainHparams)
     last_step: StepSummary | None = None
     recent_steps: list[StepSummary] = field(default_factory=list)
+    rollouts_started: int = 0
+    recent_rollouts: list[RolloutSummary] = field(default_factory=list)
 
 
 def policy_version_of(weight_version: str | int | None) -> int:
@@ -619,6 +627,7 @@ class RolloutInput:
     rollout_id: str = ""  # empty: the workflow id
     episode: EpisodeConfig = field(default_factory=EpisodeConfig)  # its run and env are the rollout's
     notify_training: bool = True  # signal the run's training workflow once the samples are written
+    write_samples: bool = True  # False: an evaluation; episodes run and are judged, nothing is trained on them
 
 
 @dataclass
@@ -664,3 +673,19 @@ class RolloutResult:
     shards: list[str] = field(default_factory=list)
     policy_versions: list[int] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)  # "<episode id>: <why>"
+    outcomes: dict[str, list[float]] = field(default_factory=dict)  # task id -> outcome of each good episode
+
+
+@dataclass
+class RolloutSummary:
+    """One rollout of a training run that drives its own (``TrainingInput.rollout``)."""
+
+    index: int = 0
+    rollout_id: str = ""
+    started_at_version: int = 0
+    episodes: int = 0
+    failed: int = 0
+    successes: int = 0
+    mean_outcome: float = 0.0
+    samples_written: int = 0
+    policy_versions: list[int] = field(default_factory=list)

@@ -5,6 +5,9 @@
     write_group_samples per group: one Parquet shard per policy version; steps without signal are not written
     signal the run's TrainingWorkflow (samples_available)
 
+``write_samples`` false makes it an evaluation: the episodes run and are judged, nothing is written or trained. A
+TrainingWorkflow given ``rollout`` starts these itself as children (ids ``rollout/<run>/r<k>``), see training.py.
+
 A failed episode (its workflow failed, or it lost its env worker too often) is counted and left out of its group.
 Start it with the plain CLI::
 
@@ -105,6 +108,10 @@ class RolloutWorkflow:
         out.mean_outcome = sum(r.outcome for r in good) / len(good) if good else 0.0
         out.steps = sum(len(r.steps) for r in good)
         out.policy_versions = sorted({s.policy_version for r in good for s in r.steps})
+        for r in good:
+            out.outcomes.setdefault(r.task_id, []).append(r.outcome)
+        if not inp.write_samples:
+            return out
         for group_id, episodes in group_samples(results).items():
             written: GroupSamplesResult = await workflow.execute_activity(
                 "write_group_samples", GroupSamplesRequest(run=inp.run, group_id=group_id, env=inp.env,

@@ -7,6 +7,13 @@
     └── seal_version: archive sample partitions <= v - max_staleness and record partitions <= v, counting the
         samples that were never trained (``excluded_stale``); prune old checkpoints
 
+Given ``rollout`` (general track), the run makes its own samples: whenever no full batch is waiting it starts a
+RolloutWorkflow child (``rollout/<run>-<first run id>-r<k>``: n episodes per task, grouped advantages, shards). In
+``sync`` mode it waits for that rollout before selecting again and never rolls out while a step trains, so every
+sample is on-policy. In ``async`` mode one rollout is always running, the next starting as the last one ends, while
+steps train on what came before; ``max_staleness`` bounds how old a trained sample may be (older ones are sealed
+untrained). A rollout whose episodes all fail pauses the run with ``last_error``; ``stop`` cancels a running rollout.
+
 Updates ``pause``, ``resume``, ``set_hparams`` and ``stop`` act at step boundaries; ``status`` is a query. A step or a
 push that still fails after its retries pauses the run with ``last_error`` set instead of failing the workflow; a
 checkpoint that was trained but not yet pushed is pushed first on resume. All state lives in ``TrainingInput``, handed
@@ -22,16 +29,19 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from workflows.contracts import (
+        ROLLOUT_WORKFLOW,
         SAMPLES_AVAILABLE_SIGNAL,
         TRAINING_WORKFLOW,
         ControlRequest,
         HparamsUpdate,
         PushWeightsInput,
         PushWeightsOutput,
+        RolloutResult,
+        RolloutSummary,
         SealInput,
         SealOutput,
         SelectBatchInput,
@@ -48,6 +58,8 @@ SA_RUN = SearchAttributeKey.for_keyword("OpenclawRun")
 SA_VERSION = SearchAttributeKey.for_int("OpenclawPolicyVersion")
 
 RECENT_STEPS_KEPT = 20
+RECENT_ROLLOUTS_KEPT = 20
+ROLLOUT_MODES = ("sync", "async")
 REQUEST_IDS_KEPT = 256
 IO_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
                        maximum_attempts=0, non_retryable_error_types=["ValueError"])
@@ -74,6 +86,8 @@ def check_hparams(values: dict[str, Any]) -> None:
             raise ValueError(f"invalid {name}: {values[name]!r}")
     if values.get("num_minibatches") and values.get("batch_size") and values["num_minibatches"] > values["batch_size"]:
         raise ValueError("num_minibatches cannot exceed batch_size")
+    if values.get("rollout_mode") is not None and values["rollout_mode"] not in ROLLOUT_MODES:
+        raise ValueError(f"invalid rollout_mode: {values['rollout_mode']!r} (one of {', '.join(ROLLOUT_MODES)})")
 
 
 def hparams_of(s: TrainingInput) -> TrainHparams:
@@ -95,6 +109,7 @@ class TrainingWorkflow:
         self.phase = "starting"
         self.available = 0
         self.wake = False
+        self.rollout_task: asyncio.Task | None = None
 
     # -- messages ---------------------------------------------------------------------------------------------------
     @workflow.query
@@ -107,7 +122,8 @@ class TrainingWorkflow:
             stop_requested=s.stop_requested, batch_size=s.batch_size, available=self.available,
             samples_trained=s.samples_trained, excluded_stale=s.excluded_stale, checkpoint=s.checkpoint,
             last_error=s.last_error, engines=list(s.engines), hparams=hparams_of(s),
-            last_step=s.recent_steps[-1] if s.recent_steps else None, recent_steps=list(s.recent_steps))
+            last_step=s.recent_steps[-1] if s.recent_steps else None, recent_steps=list(s.recent_steps),
+            rollouts_started=s.rollouts_started, recent_rollouts=list(s.recent_rollouts))
 
     @workflow.signal(name=SAMPLES_AVAILABLE_SIGNAL)
     def samples_available(self) -> None:
@@ -202,12 +218,22 @@ class TrainingWorkflow:
             if s.max_steps and s.step >= s.max_steps:
                 break
             if steps_here >= s.steps_per_history or workflow.info().is_continue_as_new_suggested():
+                if self.rollout_task is not None:
+                    self.phase = "rolling out"
+                    await self.rollout_task  # a child must not outlive the history that started it
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(s)
             self.phase = "waiting"
             sel = await self._select()
             if sel.stale_versions:
                 await self._seal()
+            if not sel.sample_ids and s.rollout is not None:
+                self._start_rollout()
+                if s.rollout_mode == "sync":
+                    self.phase = "rolling out"
+                    task = self.rollout_task
+                    await workflow.wait_condition(lambda: task is None or task.done() or s.stop_requested)
+                    continue
             if not sel.sample_ids:
                 delay = s.poll_s if self.wake or sel.available > self.available else min(delay * 2, s.max_poll_s)
                 self.available, self.wake = sel.available, False
@@ -218,8 +244,20 @@ class TrainingWorkflow:
                     pass
                 continue
             self.available, delay = sel.available, s.poll_s
+            if s.rollout is not None and s.rollout_mode == "async" and not (s.max_steps and s.step + 1 >= s.max_steps):
+                self._start_rollout()  # runs while this step trains
             if await self._train(sel):
                 steps_here += 1
+        if self.rollout_task is not None and not self.rollout_task.done():
+            if s.stop_requested:  # cancelled; its episodes close their envs (max_steps reached: it finishes)
+                self.phase = "stopping rollout"
+                self.rollout_task.cancel()
+            else:
+                self.phase = "rolling out"
+            try:
+                await self.rollout_task
+            except asyncio.CancelledError:
+                pass
         self.phase = "stopped"
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self.status()
@@ -293,7 +331,38 @@ class TrainingWorkflow:
         s.excluded_stale += out.untrained_archived
         s.sealed_through = max(s.sealed_through, through)
 
-    def _fail(self, what: str, err: ActivityError) -> None:
+    def _start_rollout(self) -> None:
+        """Start the next rollout unless one is running (it ends in ``_rollout``)."""
+        if self.rollout_task is None or self.rollout_task.done():
+            self.rollout_task = asyncio.create_task(self._rollout())
+
+    async def _rollout(self) -> None:
+        s = self.state
+        assert s is not None and s.rollout is not None
+        s.rollouts_started += 1
+        k, version = s.rollouts_started, s.policy_version
+        rollout_id = f"{s.run}-{workflow.info().first_execution_run_id[:8]}-r{k}"
+        inp = replace(s.rollout, run=s.run, rollout_id=rollout_id, notify_training=True, write_samples=True)
+        try:
+            res: RolloutResult = await workflow.execute_child_workflow(
+                ROLLOUT_WORKFLOW, inp, id=f"rollout/{rollout_id}", result_type=RolloutResult)
+        except ChildWorkflowError as err:
+            self._fail(f"rollout {k}", err)
+            return
+        s.recent_rollouts = (s.recent_rollouts + [RolloutSummary(
+            index=k, rollout_id=rollout_id, started_at_version=version, episodes=res.episodes, failed=res.failed,
+            successes=res.successes, mean_outcome=res.mean_outcome, samples_written=res.samples_written,
+            policy_versions=res.policy_versions)])[-RECENT_ROLLOUTS_KEPT:]
+        workflow.logger.info("rolled out", extra={"rollout": k, "episodes": res.episodes, "failed": res.failed,
+                                                   "successes": res.successes, "samples": res.samples_written})
+        self.wake = True
+        if res.episodes and res.failed == res.episodes:
+            s.paused = True
+            s.last_error = f"rollout {k}: all {res.episodes} episodes failed; first: {res.failures[0]}"[:2000]
+        elif s.rollout_mode == "async" and not (s.paused or s.stop_requested or (s.max_steps and s.step >= s.max_steps)):
+            self.rollout_task = asyncio.create_task(self._rollout())  # the next one, while steps train on this one
+
+    def _fail(self, what: str, err: Exception) -> None:
         s = self.state
         assert s is not None
         s.paused = True
