@@ -95,7 +95,8 @@ class ExperimentConfig:
 
 
 TRAINER_OPTIONS = ("clip_eps", "clip_eps_high", "kl_estimator", "loss_agg", "ppo_epochs", "num_minibatches",
-                   "grad_clip", "weight_decay", "w_binary", "w_opd")
+                   "grad_clip", "weight_decay", "w_binary", "w_opd", "negative_credit",
+                   "negative_credit_margin")
 
 
 def trainer_options(options: dict[str, Any] | list[str]) -> dict[str, Any]:

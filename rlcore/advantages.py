@@ -12,6 +12,12 @@ Where this departs from the paper: the paper writes the student term as log pi_t
 log-prob recorded by the serving engine when the token was sampled (pi_old). For the first optimiser step on an
 on-policy batch the two are equal; afterwards using pi_old keeps the advantage a fixed target, as PPO expects.
 
+Where this departs from the paper, optionally (``negative_credit="teacher"``; the default "all" is the paper's): a
+negative binary reward on a sample that has a teacher is put only on the tokens the teacher makes at least ``margin``
+nats less likely than the student did, ``log pi_teacher - log pi_old < -margin``. The hint says what was wrong; the
+tokens the hinted policy would have written as well (numbers copied from the problem, the words of the solution) are
+not blamed for it. Positive rewards, and samples without a teacher, keep the reward on every token.
+
 Samples without a teacher (``has_teacher`` false: no accepted hint, or the teacher call was skipped) get an OPD term
 of exactly zero, even when their teacher log-prob row holds garbage or NaN. Outputs are detached.
 
@@ -22,6 +28,9 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+
+
+NEGATIVE_CREDIT: tuple[str, ...] = ("all", "teacher")
 
 
 def binary_advantages(rewards: Tensor, mask: Tensor) -> Tensor:
@@ -67,12 +76,20 @@ def combined_advantages(
     *,
     w_binary: float = 1.0,
     w_opd: float = 1.0,
+    negative_credit: str = "all",
+    margin: float = 0.69,
 ) -> Tensor:
-    """A_it = w_binary * r_i * m_it + w_opd * opd_it. [B], [B, T] -> [B, T].
+    """A_it = w_binary * r_i * c_it * m_it + w_opd * opd_it. [B], [B, T] -> [B, T].
 
+    c_it = 1, except with ``negative_credit="teacher"`` for r_i < 0 and a teacher: c_it = 1[opd_it < -margin].
     A sample with r = 0 and a teacher is pure OPD; one without a teacher is pure binary.
     Source: paper, "Combine Binary and OPD Methods" (w_binary = w_opd = 1).
     """
+    if negative_credit not in NEGATIVE_CREDIT:
+        raise ValueError(f"negative_credit must be one of {NEGATIVE_CREDIT}, got {negative_credit!r}")
     binary = binary_advantages(rewards, mask).to(teacher_logp.dtype)
     opd = opd_advantages(teacher_logp, old_logp, mask, has_teacher)
+    if negative_credit == "teacher" and has_teacher is not None:
+        guided = ((rewards < 0) & has_teacher.bool())[:, None]  # [B, 1]
+        binary = torch.where(guided & ~(opd < -margin), torch.zeros_like(binary), binary)
     return w_binary * binary + w_opd * opd  # [B, T]

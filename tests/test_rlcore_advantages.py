@@ -49,3 +49,25 @@ def test_advantages_are_detached() -> None:
     old = torch.tensor([[-1.0]], requires_grad=True)
     adv = opd_advantages(torch.tensor([[-0.5]]), old, torch.tensor([[1.0]]))
     assert not adv.requires_grad
+
+
+def test_teacher_guided_negative_credit_blames_only_tokens_the_teacher_disfavours() -> None:
+    # sample 0: r=-1 with a teacher; gaps (teacher - old) = [-0.01, -2.0, 0.5]: only token 1 is below -0.69
+    # sample 1: r=-1 without a teacher: the reward stays on every token
+    # sample 2: r=+1 with a teacher: positive rewards are never redistributed
+    rewards = torch.tensor([-1.0, -1.0, 1.0])
+    old = torch.tensor([[-0.10, -0.50, -1.0], [-0.3, -0.3, -0.3], [-0.2, -0.2, -0.2]])
+    teacher = torch.tensor([[-0.11, -2.50, -0.5], [0.0, 0.0, 0.0], [-1.2, -0.2, -0.2]])
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    has_teacher = torch.tensor([True, False, True])
+    out = combined_advantages(rewards, teacher, old, mask, has_teacher, negative_credit="teacher", margin=0.69)
+    expected = torch.tensor([
+        [0.0 + (-0.01), -1.0 + (-2.0), 0.0 + 0.5],  # binary kept on token 1 only, OPD everywhere
+        [-1.0, -1.0, 0.0],  # no teacher: pure binary, masked
+        [1.0 - 1.0, 1.0, 1.0],  # positive: binary on every token plus OPD
+    ])
+    assert_close(out, expected)
+    paper = combined_advantages(rewards, teacher, old, mask, has_teacher)  # "all": the paper's combination
+    assert_close(paper[0], torch.tensor([-1.01, -3.0, -0.5]))
+    with pytest.raises(ValueError, match="negative_credit"):
+        combined_advantages(rewards, teacher, old, mask, has_teacher, negative_credit="some")

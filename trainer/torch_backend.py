@@ -71,6 +71,8 @@ class TrainConfig:
     weight_decay: float = 0.0
     w_binary: float = 1.0
     w_opd: float = 1.0
+    negative_credit: str = "all"  # rlcore.combined_advantages: "teacher" blames only tokens the teacher disfavours
+    negative_credit_margin: float = 0.69
     seed: int = 0
 
 
@@ -222,7 +224,8 @@ class TorchBackend:
     def _advantages(self, mb: Batch, old_logp: torch.Tensor) -> torch.Tensor:
         cfg = self.config
         adv = combined_advantages(mb.rewards * mb.use_binary, mb.teacher_logp, old_logp, mb.mask,
-                                  mb.has_teacher & mb.use_opd, w_binary=cfg.w_binary, w_opd=cfg.w_opd)
+                                  mb.has_teacher & mb.use_opd, w_binary=cfg.w_binary, w_opd=cfg.w_opd,
+                                  negative_credit=cfg.negative_credit, margin=cfg.negative_credit_margin)
         return torch.where(mb.has_given_adv[:, None], mb.given_adv * mb.mask, adv)  # [b, T]
 
     def _micro(self, rows: torch.Tensor, lengths: torch.Tensor | None = None) -> list[torch.Tensor]:

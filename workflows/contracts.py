@@ -193,6 +193,8 @@ class TrainHparams:
     weight_decay: float = 0.0
     w_binary: float = 1.0
     w_opd: float = 1.0
+    negative_credit: str = "all"  # "teacher": a negative reward blames only tokens the hinted teacher disfavours
+    negative_credit_margin: float = 0.69  # nats
     seed: int = 0
     step_sleep_s: float = 0.0  # tests: stretch a step (heartbeating) so a worker can be killed in the middle
 
@@ -260,6 +262,8 @@ class TrainingInput:
     weight_decay: float = 0.0
     w_binary: float = 1.0
     w_opd: float = 1.0
+    negative_credit: str = "all"  # "teacher": a negative reward blames only tokens the hinted teacher disfavours
+    negative_credit_margin: float = 0.69  # nats
     seed: int = 0
     step_sleep_s: float = 0.0
     # carried state
@@ -385,6 +389,8 @@ class HparamsUpdate:
     grad_clip: float | None = None
     w_binary: float | None = None
     w_opd: float | None = None
+    negative_credit: str | None = None
+    negative_credit_margin: float | None = None
     step_sleep_s: float | None = None
 
 

@@ -78,7 +78,8 @@ def check_hparams(values: dict[str, Any]) -> None:
         "clip_eps": lambda v: 0 < v < 1, "clip_eps_high": lambda v: v > 0, "ppo_epochs": lambda v: v >= 1,
         "num_minibatches": lambda v: v >= 1, "micro_batch_size": lambda v: v >= 0,
         "micro_batch_tokens": lambda v: v >= 0, "grad_clip": lambda v: v > 0,
-        "step_sleep_s": lambda v: v >= 0,
+        "step_sleep_s": lambda v: v >= 0, "negative_credit": lambda v: v in ("all", "teacher"),
+        "negative_credit_margin": lambda v: v >= 0,
         "engines": lambda v: all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in v),
     }
     for name, ok in rules.items():
