@@ -85,3 +85,15 @@ def episode(
     from bench.episode import run
 
     typer.echo(json.dumps(run(model_path=model, episodes=episodes, votes=votes)))
+
+
+@app.command()
+def toolcall(
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object (the only output format)")] = True,
+    calls: Annotated[int, typer.Option(help="calls timed each way")] = 30,
+) -> None:
+    """Tool-call env: one Python call through the pre-forked sandboxed executor vs a fresh sandboxed python per call,
+    side by side in one run."""
+    from bench.toolcall import run
+
+    typer.echo(json.dumps(run(calls=calls)))
