@@ -1,10 +1,11 @@
 """Activities of the general track.
 
 ``EnvActivities`` (env queue; sync, in a thread pool): ``env_tasks``, ``env_reset``, ``env_step``, ``env_evaluate``,
-``env_close``. An env is a live process tree (a sandboxed shell), so it stays in the worker that reset it: the worker
-listens on the shared env queue (tasks, resets) and on a queue of its own, whose name ``env_reset`` returns, and the
-episode sends its steps there. If that worker dies, nothing picks the calls up; the episode workflow notices (a
-schedule-to-start timeout) and restarts the episode from scratch on another worker. ``env_step`` is keyed by step
+``env_close``. An env is a live process tree (a sandboxed shell), so it stays in the worker that reset it. Episodes
+started on the env queue run on the env worker and call these as local activities, in the process holding the env.
+For episodes run elsewhere the worker also listens on a queue of its own, whose name ``env_reset`` returns, and the
+episode sends its steps there. If that worker dies, the episode workflow notices (its workflow task times out, or a
+call to the worker's queue is not picked up) and restarts the episode from scratch on another worker. ``env_step`` is keyed by step
 index: a retry of an applied step gets its recorded result, so no action ever runs twice. Episodes left behind (their
 workflow was terminated) are closed after ``idle_timeout_s``.
 

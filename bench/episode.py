@@ -3,6 +3,8 @@
 One process holds a Temporal dev server (in-memory), the workers (orchestrator, judge, env: the env worker with its
 own queue, as in production) and talks to the local engine (a separate process). The policy is the terminal env's
 scripted policy (the tiny model cannot act yet), its log-probs scored by the engine; m = 3 heuristic step votes.
+Episodes run on the env queue, as RolloutWorkflow starts them: the env worker runs the workflow, and its env, policy
+and vote calls are local activities in that worker (workflows/episode.py).
 
 - ``temporal_overhead_ms_per_step``: the same terminal episodes (same tasks, seeds, config) run alternately as an
   ``EpisodeWorkflow`` and as a plain asyncio loop that calls the same activity functions in the same order (votes
@@ -49,7 +51,13 @@ async def plain_episode(env_acts: Any, ep_acts: Any, inp: Any) -> Any:
     from temporalio.testing import ActivityEnvironment
 
     from rlcore.general import step_reward
-    from workflows.contracts import EnvEpisodeRef, EnvResetRequest, EnvStepRequest, EpisodeStep, PolicyRequest
+    from workflows.contracts import (
+        EnvEpisodeRef,
+        EnvResetRequest,
+        EnvStepRequest,
+        EpisodeStep,
+        PolicyRequest,
+    )
     from workflows.episode import judge_request
 
     cfg = inp.config
@@ -100,7 +108,14 @@ async def _run(model: Path, episodes: int, votes: int) -> dict[str, Any]:
     from bench import procs
     from bench.serving import start_engine
     from openclaw_rl.policy_client import PolicyClient
-    from workflows.contracts import EpisodeConfig, EpisodeInput, EpisodeResult, RolloutInput, RolloutResult
+    from workers.main import env_activities, env_queue_worker
+    from workflows.contracts import (
+        EpisodeConfig,
+        EpisodeInput,
+        EpisodeResult,
+        RolloutInput,
+        RolloutResult,
+    )
     from workflows.episode import EpisodeWorkflow
     from workflows.rollout import RolloutWorkflow
 
@@ -125,14 +140,11 @@ async def _run(model: Path, episodes: int, votes: int) -> dict[str, Any]:
             pool = stack.enter_context(ThreadPoolExecutor(max_workers=64))
             env_acts = EnvActivities(f"{eq}/own")
             ep_acts = EpisodeActivities(HeuristicJudge(), policy, StoreCache(store_url, tmp / "cache"), str(model))
-            shared = [env_acts.env_tasks, env_acts.env_reset, env_acts.env_step, env_acts.env_evaluate,
-                      env_acts.env_close]
             for w in (Worker(client, task_queue=oq, workflows=[EpisodeWorkflow, RolloutWorkflow]),
                       Worker(client, task_queue=jq, activities=[ep_acts.policy_act, ep_acts.step_vote,
                                                                 ep_acts.write_group_samples]),
-                      Worker(client, task_queue=eq, activities=shared, activity_executor=pool,
-                             max_concurrent_activities=32),
-                      Worker(client, task_queue=env_acts.worker_queue, activities=shared[2:],
+                      env_queue_worker(client, eq, env_acts, ep_acts, pool, max_concurrent_activities=32),
+                      Worker(client, task_queue=env_acts.worker_queue, activities=env_activities(env_acts)[2:],
                              activity_executor=pool, max_concurrent_activities=32)):
                 await stack.enter_async_context(w)
 
@@ -141,8 +153,8 @@ async def _run(model: Path, episodes: int, votes: int) -> dict[str, Any]:
                 task = TASKS[i % len(TASKS)]
                 inp = EpisodeInput(task_id=task, episode_id=f"bench-{tag}-{i}", index=i, config=cfg)
                 t0 = time.perf_counter()
-                result: EpisodeResult = await client.execute_workflow(
-                    EpisodeWorkflow.run, inp, id=f"episode/{inp.episode_id}", task_queue=oq)
+                result: EpisodeResult = await client.execute_workflow(  # on the env queue, as RolloutWorkflow does
+                    EpisodeWorkflow.run, inp, id=f"episode/{inp.episode_id}", task_queue=eq)
                 t1 = time.perf_counter()
                 steps = await plain_episode(env_acts, ep_acts, replace(inp, episode_id=f"{inp.episode_id}-plain"))
                 t2 = time.perf_counter()
@@ -154,13 +166,16 @@ async def _run(model: Path, episodes: int, votes: int) -> dict[str, Any]:
                     wf_steps += len(result.steps)
                     plain_steps += len(steps)
 
-            dispatch = await _dispatch_latency(client, [f"episode/bench-{tag}-{i}" for i in range(1, episodes + 1)])
             t0 = time.perf_counter()
             rollout: RolloutResult = await client.execute_workflow(
                 RolloutWorkflow.run, RolloutInput(run="bench", env="terminal", tasks=["fib_script", "count_lines"],
                                                   n=8, max_parallel=16, notify_training=False, episode=cfg),
                 id=f"rollout/bench-{tag}", task_queue=oq)
             parallel_s = time.perf_counter() - t0
+            # the measured episodes call everything as local activities; the rollout's own activities (task groups'
+            # samples) still go through the server
+            dispatch = await _dispatch_latency(
+                client, [f"episode/bench-{tag}-{i}" for i in range(1, episodes + 1)] + [f"rollout/bench-{tag}"])
     finally:
         procs.stop(engine)
     wf_ms, plain_ms = 1000 * sum(wf_s) / wf_steps, 1000 * sum(plain_s) / plain_steps
@@ -170,7 +185,8 @@ async def _run(model: Path, episodes: int, votes: int) -> dict[str, Any]:
         "parallel_episodes_failed": rollout.failed,
         "ok": overhead <= 20.0 and rollout.failed == 0,
         "workflow_ms_per_step": round(wf_ms, 2),
-        # from the measured episodes' histories: the server's time from scheduling a task to a worker starting it
+        # from the measured episodes' and the rollout's histories: the server's time from scheduling a task to a
+        # worker starting it, and a workflow task's run (an episode on an env worker is mostly one workflow task)
         "activity_dispatch_ms_p50": dispatch["activity"],
         "workflow_task_dispatch_ms_p50": dispatch["workflow_task"],
         "workflow_task_ms_p50": dispatch["workflow_task_run"],

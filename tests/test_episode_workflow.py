@@ -3,7 +3,11 @@
 The policy is the terminal env's scripted policy (reference commands with seeded mistakes; the tiny model cannot act:
 of 32 replies sampled on 8 tasks none parses as an action, default build and test preset alike), its log-probs scored by the engine, or the engine itself
 sampling from the random test model (all malformed: each becomes an observation). Step votes come from the heuristic
-judge (a rule-based stand-in for the LLM judge) through the same activity.
+judge (a rule-based stand-in for the LLM judge) through the same activity. Episodes run where the RolloutWorkflow starts
+them, on the env queue (every call a local activity next to the env); one test also runs them on the orchestrator queue
+(regular activities), the way histories recorded before that ran.
+
+Run as a module, this file is an env worker whose policy calls take a second (the kill test starts it, then kills it).
 """
 
 from __future__ import annotations
@@ -20,10 +24,12 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from dataclasses import asdict
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from temporalio import activity
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer, Worker
 
@@ -34,6 +40,7 @@ from envs.sandbox import processes_of_uid
 from openclaw_rl.policy_client import PolicyClient
 from openclaw_rl.samples import SampleReader
 from rlcore.general import Trajectory, step_index_advantages, step_reward
+from workers.main import build_env_workers, env_activities, env_queue_worker
 from workflows.contracts import (
     EpisodeConfig,
     EpisodeInput,
@@ -42,6 +49,8 @@ from workflows.contracts import (
     PolicyRequest,
     PolicyResult,
     RolloutResult,
+    StepJudgeRequest,
+    Vote,
     episode_workflow_id,
 )
 from workflows.episode import EpisodeWorkflow
@@ -64,15 +73,47 @@ def config(q: Queues, store_url: str, **kw) -> EpisodeConfig:
     return EpisodeConfig(**(base | kw))
 
 
-def env_workers(client: Client, q: Queues, pool: ThreadPoolExecutor) -> tuple[EnvActivities, list[Worker]]:
+def env_workers(client: Client, q: Queues, pool: ThreadPoolExecutor,
+                episode: EpisodeActivities) -> tuple[EnvActivities, list[Worker]]:
+    """One env worker process's workers: the env queue (episodes run there) and its own queue."""
     acts = EnvActivities(f"{q.env}/{uuid.uuid4().hex[:6]}")
-    shared = [acts.env_tasks, acts.env_reset, acts.env_step, acts.env_evaluate, acts.env_close]
-    return acts, [Worker(client, task_queue=q.env, activities=shared, activity_executor=pool),
-                  Worker(client, task_queue=acts.worker_queue, activities=shared[2:], activity_executor=pool)]
+    return acts, [env_queue_worker(client, q.env, acts, episode, pool),
+                  Worker(client, task_queue=acts.worker_queue, activities=env_activities(acts)[2:],
+                         activity_executor=pool)]
 
 
 def judge_worker(client: Client, q: Queues, acts: EpisodeActivities) -> Worker:
     return Worker(client, task_queue=q.judge, activities=[acts.policy_act, acts.step_vote, acts.write_group_samples])
+
+
+class TimedEpisodeActivities(EpisodeActivities):
+    """Records when each policy call and step vote ran: (kind, episode, step, start, end)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.spans: list[tuple[str, str, int, float, float]] = []
+
+    @activity.defn(name="policy_act")
+    async def policy_act(self, req: PolicyRequest) -> PolicyResult:
+        start = time.monotonic()
+        try:
+            return await super().policy_act(req)
+        finally:
+            self.spans.append(("policy", req.episode_id, req.step_index, start, time.monotonic()))
+
+    @activity.defn(name="step_vote")
+    async def step_vote(self, req: StepJudgeRequest) -> Vote:
+        start = time.monotonic()
+        try:
+            return await super().step_vote(req)
+        finally:
+            self.spans.append(("vote", req.episode_id, req.step_index, start, time.monotonic()))
+
+    def votes_overlap_next_step(self) -> bool:
+        """Some step's vote was running while the same episode's next policy call was."""
+        votes = [s for s in self.spans if s[0] == "vote"]
+        return any(v[1] == p[1] and p[2] == v[2] + 1 and v[3] < p[4] and p[3] < v[4]
+                   for v in votes for p in self.spans if p[0] == "policy")
 
 
 @pytest.fixture
@@ -97,8 +138,9 @@ async def test_rollout_from_the_cli_groups_advantages_and_writes_step_samples(te
     tasks, n, cap = ["count_lines", "fib_script"], 4, 3
     async with PolicyClient(local_engine) as policy, AsyncExitStack() as stack:
         pool = stack.enter_context(ThreadPoolExecutor(max_workers=16))
-        env_acts, envs = env_workers(client, q, pool)
-        acts = EpisodeActivities(HeuristicJudge(), policy, stores, tokenizer)
+        # votes that take a while, so that they are seen running alongside the next step
+        acts = TimedEpisodeActivities(HeuristicJudge(latency_s=0.3), policy, stores, tokenizer)
+        env_acts, envs = env_workers(client, q, pool, acts)
         for w in [Worker(client, task_queue=q.orch, workflows=[EpisodeWorkflow, RolloutWorkflow]),
                   judge_worker(client, q, acts), *envs]:
             await stack.enter_async_context(w)
@@ -116,15 +158,16 @@ async def test_rollout_from_the_cli_groups_advantages_and_writes_step_samples(te
             await client.get_workflow_handle(episode_workflow_id(f"{rollout}/{t}/{i}"),
                                              result_type=EpisodeResult).result() for t in tasks for i in range(n)]
         assert env_acts.live_episodes() == 0  # every env was closed
-        # the recorded histories replay against the current code
-        recorded_ids = {"rollout": f"rollout/{rollout}", "episode": episode_workflow_id(f"{rollout}/fib_script/0")}
+        # the histories replay against the current code (in the sandbox)
+        recorded_ids = {"rollout_workflow_v1": f"rollout/{rollout}",
+                        "episode_workflow_v2": episode_workflow_id(f"{rollout}/fib_script/0")}
         for name, wid in recorded_ids.items():
             history = await client.get_workflow_handle(wid).fetch_history()
             await Replayer(workflows=[EpisodeWorkflow, RolloutWorkflow]).replay_workflow(history)
-            recorded = HISTORY_DIR / f"{name}_workflow_v1.json"
+            recorded = HISTORY_DIR / f"{name}.json"
             if not recorded.exists():  # first run records it; later runs replay the committed file
                 recorded.write_text(history.to_json())
-        vote_overlap = await _votes_overlap_next_step(client, episode_workflow_id(f"{rollout}/count_lines/0"))
+        episode_history = await client.get_workflow_handle(recorded_ids["episode_workflow_v2"]).fetch_history()
         running = await _max_running(client, [episode_workflow_id(f"{rollout}/{t}/{i}") for t in tasks
                                               for i in range(n)])
         # the samples' log-probs are the engine's for exactly the ids the model saw
@@ -136,7 +179,10 @@ async def test_rollout_from_the_cli_groups_advantages_and_writes_step_samples(te
     assert 0 < result.successes < result.episodes  # the seeded mistakes fail some episodes
     assert result.samples_written + result.steps_dropped == result.steps == sum(len(e.steps) for e in episodes)
     assert result.samples_written > 0 and len(samples) == result.samples_written
-    assert 2 <= running <= cap and vote_overlap
+    assert 2 <= running <= cap and acts.votes_overlap_next_step()
+    # the episodes ran on the env worker: every call a local activity, none through the server
+    events = {e.event_type for e in episode_history.events}
+    assert EventType.EVENT_TYPE_MARKER_RECORDED in events and EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED not in events
 
     for e in episodes:
         assert e.group_id == f"{rollout}/{e.task_id}" and e.outcome == (1.0 if e.success else -1.0)
@@ -163,32 +209,18 @@ async def test_rollout_from_the_cli_groups_advantages_and_writes_step_samples(te
     assert tokenizer.decode(s0.prompt_ids).startswith("<|im_start|>system\nYou work in a Linux shell")
 
 
-@pytest.mark.parametrize("name", ["rollout", "episode"])
+# v1: episodes on the orchestrator queue, regular activities; v2: on the env queue, local activities
+@pytest.mark.parametrize("name", ["rollout_workflow_v1", "episode_workflow_v1", "episode_workflow_v2"])
 async def test_recorded_general_histories_replay(name):
     """Committed histories must keep replaying: a change to these workflows' commands needs workflow.patched()."""
-    recorded = HISTORY_DIR / f"{name}_workflow_v1.json"
-    assert recorded.exists(), f"tests/histories/{name}_workflow_v1.json is missing"
+    recorded = HISTORY_DIR / f"{name}.json"
+    assert recorded.exists(), f"tests/histories/{name}.json is missing"
     text = recorded.read_text()
     # the rollout's id names its episodes' ids, so it replays under the id it ran with
     rollout = re.search(r'"workflowId": ?"episode/([^/"]+)/', text)
-    wid = f"rollout/{rollout.group(1)}" if name == "rollout" else f"{name}/recorded"
+    wid = f"rollout/{rollout.group(1)}" if name.startswith("rollout") else "episode/recorded"
     history = WorkflowHistory.from_json(wid, text)
     await Replayer(workflows=[EpisodeWorkflow, RolloutWorkflow]).replay_workflow(history)
-
-
-async def _votes_overlap_next_step(client: Client, wid: str) -> bool:
-    """In the episode's history, a step's votes and the next step's policy call are outstanding at the same time."""
-    history = await client.get_workflow_handle(wid).fetch_history()
-    open_calls: dict[int, str] = {}
-    for event in history.events:
-        if event.HasField("activity_task_scheduled_event_attributes"):
-            open_calls[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
-        for field in ("activity_task_completed_event_attributes", "activity_task_failed_event_attributes"):
-            if event.HasField(field):
-                open_calls.pop(getattr(event, field).scheduled_event_id, None)
-        if {"step_vote", "policy_act"} <= set(open_calls.values()):
-            return True
-    return False
 
 
 async def _max_running(client: Client, ids: list[str]) -> int:
@@ -212,13 +244,12 @@ async def test_engine_policy_episode_turns_malformed_replies_into_observations(
     cfg = config(q, store_url, policy="engine", max_steps=4, votes=2, max_new_tokens=48)
     async with PolicyClient(local_engine) as policy, AsyncExitStack() as stack:
         pool = stack.enter_context(ThreadPoolExecutor(max_workers=8))
-        _, envs = env_workers(client, q, pool)
-        for w in [Worker(client, task_queue=q.orch, workflows=[EpisodeWorkflow]),
-                  judge_worker(client, q, EpisodeActivities(HeuristicJudge(), policy, stores, tokenizer)), *envs]:
+        _, envs = env_workers(client, q, pool, EpisodeActivities(HeuristicJudge(), policy, stores, tokenizer))
+        for w in envs:
             await stack.enter_async_context(w)
         result: EpisodeResult = await client.execute_workflow(
             EpisodeWorkflow.run, EpisodeInput(task_id="count_lines", config=cfg),
-            id=f"episode/e-{uuid.uuid4().hex[:6]}", task_queue=q.orch)
+            id=f"episode/e-{uuid.uuid4().hex[:6]}", task_queue=q.env)
     assert not result.error and len(result.steps) == 4 and not result.success and result.outcome == -1.0
     store = stores.get()
     for s in result.steps:
@@ -234,45 +265,76 @@ async def test_engine_policy_episode_turns_malformed_replies_into_observations(
 
 
 class SlowEpisodeActivities(EpisodeActivities):
-    """Policy calls take a second, so that an env worker can be killed in the middle of an episode."""
+    """Policy calls take two seconds, so that an env worker can be killed in the middle of an episode."""
 
     @activity.defn(name="policy_act")
     async def policy_act(self, req: PolicyRequest) -> PolicyResult:
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(2.0)
         return await super().policy_act(req)
 
 
+async def _slow_env_worker() -> None:
+    """An env worker process (configured from OPENCLAW_*, as workers.main is) whose policy calls are slow."""
+    from openclaw_rl.settings import get_settings
+
+    s = get_settings()
+    client = await Client.connect(s.temporal_address, namespace=s.temporal_namespace)
+    acts = SlowEpisodeActivities(HeuristicJudge(), PolicyClient(s.engine_url),
+                                 StoreCache(s.resolved_store_url, s.runtime_dir / "cache"), str(s.model_path))
+    async with AsyncExitStack() as stack:
+        for w in build_env_workers(client, s, episode=acts):
+            await stack.enter_async_context(w)
+        await asyncio.Event().wait()  # until killed
+
+
+def local_calls(history: WorkflowHistory) -> list[tuple[str, dict | None]]:
+    """(activity type, result) of each local activity recorded in an episode's history, in order."""
+    calls = []
+    for e in history.events:
+        details = e.marker_recorded_event_attributes.details
+        if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED and "data" in details:
+            result = details["result"].payloads[0].data if "result" in details else None
+            calls.append((json.loads(details["data"].payloads[0].data)["activity_type"],
+                          json.loads(result) if result else None))
+    return calls
+
+
 @pytest.mark.slow
-async def test_env_worker_killed_mid_episode_restarts_the_episode(temporal_env, local_engine, tokenizer, store_url,
-                                                                 tmp_path):
+async def test_env_worker_killed_mid_episode_restarts_the_episode(temporal_env, local_engine, random_model_path,
+                                                                 tokenizer, store_url, tmp_path):
+    """The env worker process running an episode (its workflow task, its local activities, its sandbox) is killed
+    with SIGKILL once the episode's first step is in the history. The workflow task times out, another env worker
+    replays the history, finds no env for the episode and restarts it from scratch."""
     client: Client = temporal_env.client
     q = Queues()
     stores = StoreCache(store_url, tmp_path / "cache")
-    cfg = config(q, store_url, votes=1, env_lost_after_s=2.0)
+    cfg = config(q, store_url, votes=1)
     env = {**os.environ, "OPENCLAW_TEMPORAL_ADDRESS": client.service_client.config.target_host,
-           "OPENCLAW_TASK_QUEUE_ENV": q.env, "OPENCLAW_LOG_FORMAT": "json", "OPENCLAW_RUNTIME_DIR": str(tmp_path)}
+           "OPENCLAW_TASK_QUEUE_ENV": q.env, "OPENCLAW_LOG_FORMAT": "json", "OPENCLAW_RUNTIME_DIR": str(tmp_path),
+           "OPENCLAW_ENGINE_URLS": json.dumps([local_engine]), "OPENCLAW_MODEL_PATH": str(random_model_path),
+           "OPENCLAW_STORE_URL": store_url}
     log = tmp_path / "env-worker.log"
-    proc = subprocess.Popen([sys.executable, "-m", "workers.main", "--queues", "env"], cwd=REPO, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "tests.test_episode_workflow"], cwd=REPO, env=env,
                             stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
     try:
         async with PolicyClient(local_engine) as policy, AsyncExitStack() as stack:
-            await stack.enter_async_context(Worker(client, task_queue=q.orch, workflows=[EpisodeWorkflow]))
-            await stack.enter_async_context(
-                judge_worker(client, q, SlowEpisodeActivities(HeuristicJudge(), policy, stores, tokenizer)))
+            # a 2 s workflow task: the worker records the episode's progress every 1.6 s (a workflow task heartbeat
+            # while local activities run), and a lost worker's task times out after 2 s
             handle = await client.start_workflow(EpisodeWorkflow.run, EpisodeInput(task_id="fib_script", config=cfg),
-                                                 id=f"episode/k-{uuid.uuid4().hex[:6]}", task_queue=q.orch)
+                                                 id=f"episode/k-{uuid.uuid4().hex[:6]}", task_queue=q.env,
+                                                 task_timeout=timedelta(seconds=2))
             deadline = time.monotonic() + 60
-            while True:  # wait until the worker process holds the episode and has run a step
-                p: EpisodeProgress = await handle.query(EpisodeWorkflow.status)
-                if p.steps >= 1 and p.worker_queue:
+            while True:  # until the worker process has recorded the reset and a step
+                calls = local_calls(await handle.fetch_history())
+                if "env_step" in [name for name, _ in calls]:
                     break
                 assert time.monotonic() < deadline, log.read_text()[-2000:]
                 await asyncio.sleep(0.1)
-            first_queue = p.worker_queue
+            first_queue = next(r["task_queue"] for name, r in calls if name == "env_reset")
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
             pool = stack.enter_context(ThreadPoolExecutor(max_workers=8))
-            acts, envs = env_workers(client, q, pool)
+            acts, envs = env_workers(client, q, pool, EpisodeActivities(HeuristicJudge(), policy, stores, tokenizer))
             for w in envs:
                 await stack.enter_async_context(w)
             result: EpisodeResult = await handle.result()
@@ -289,8 +351,10 @@ async def test_env_worker_killed_mid_episode_restarts_the_episode(temporal_env, 
     assert leftovers == []
 
 
+@pytest.mark.parametrize("where", ["env", "orch"])
 async def test_a_failed_policy_call_fails_the_episode_and_frees_its_sandbox(temporal_env, local_engine, tokenizer,
-                                                                            store_url, tmp_path):
+                                                                            store_url, tmp_path, where):
+    """On the env queue (local activities) and on the orchestrator queue (regular activities, as before) alike."""
     from temporalio.client import WorkflowFailureError
 
     client: Client = temporal_env.client
@@ -298,12 +362,21 @@ async def test_a_failed_policy_call_fails_the_episode_and_frees_its_sandbox(temp
     cfg = config(q, store_url, policy="no-such-policy")
     async with PolicyClient(local_engine) as policy, AsyncExitStack() as stack:
         pool = stack.enter_context(ThreadPoolExecutor(max_workers=8))
-        env_acts, envs = env_workers(client, q, pool)
         acts = EpisodeActivities(HeuristicJudge(), policy, StoreCache(store_url, tmp_path / "cache"), tokenizer)
+        env_acts, envs = env_workers(client, q, pool, acts)
         for w in [Worker(client, task_queue=q.orch, workflows=[EpisodeWorkflow]), judge_worker(client, q, acts), *envs]:
             await stack.enter_async_context(w)
+        wid = f"episode/f-{uuid.uuid4().hex[:6]}"
         with pytest.raises(WorkflowFailureError) as failed:
             await client.execute_workflow(EpisodeWorkflow.run, EpisodeInput(task_id="create_file", config=cfg),
-                                          id=f"episode/f-{uuid.uuid4().hex[:6]}", task_queue=q.orch)
-        assert "unknown policy" in str(failed.value.cause.cause)
+                                          id=wid, task_queue=getattr(q, where))
+        err = failed.value.cause  # a local activity's error arrives as it is; a remote one's wrapped in ActivityError
+        assert "unknown policy" in str(err.cause or err)
         assert env_acts.live_episodes() == 0  # closed on the way out, not left to the idle reaper
+        history = await client.get_workflow_handle(wid).fetch_history()
+    scheduled = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
+    assert (scheduled == []) == (where == "env")
+
+
+if __name__ == "__main__":  # the kill test's env worker process
+    asyncio.run(_slow_env_worker())

@@ -93,10 +93,12 @@ def build_episode_activities(s: Settings):  # type: ignore[no-untyped-def]
 ENV_THREADS = 64  # env calls block a thread each (a step waits for its command)
 
 
-def build_env_workers(client: Client, s: Settings,
-                      closers: list[Callable[[], Awaitable[None]]] | None = None) -> list[Worker]:
-    """Two workers over one set of live envs: the shared env queue (task lists, resets) and this process's own queue,
-    which ``env_reset`` hands to the episode so that its steps come back to the process holding its sandbox."""
+def build_env_workers(client: Client, s: Settings, closers: list[Callable[[], Awaitable[None]]] | None = None,
+                      episode: Any = None) -> list[Worker]:
+    """Two workers over one set of live envs: the shared env queue (task lists, resets, and the EpisodeWorkflows
+    started there, which call the env, the policy and the step judge as local activities in this process) and this
+    process's own queue, which ``env_reset`` hands to episodes run on other queues so that their steps come back to
+    the process holding their sandbox. ``episode``: the EpisodeActivities to use (default: built from settings)."""
     import os
     import socket
     import uuid
@@ -107,15 +109,40 @@ def build_env_workers(client: Client, s: Settings,
     tq = queue_name(s, "env")
     own = f"{tq}/{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     acts = EnvActivities(own)
+    if episode is None:
+        episode = build_episode_activities(s)
     pool = ThreadPoolExecutor(max_workers=ENV_THREADS, thread_name_prefix="env")
     if closers is not None:
         async def close() -> None:
             await asyncio.to_thread(acts.close_all)
             pool.shutdown(wait=False)
+            await episode.aclose()
         closers.append(close)
-    shared = [acts.env_tasks, acts.env_reset, acts.env_step, acts.env_evaluate, acts.env_close]
-    return [Worker(client, task_queue=q, activities=shared if q == tq else shared[2:], activity_executor=pool,
-                   max_concurrent_activities=ENV_THREADS // 2) for q in (tq, own)]
+    return [env_queue_worker(client, tq, acts, episode, pool, max_concurrent_activities=ENV_THREADS // 2),
+            Worker(client, task_queue=own, activities=env_activities(acts)[2:], activity_executor=pool,
+                   max_concurrent_activities=ENV_THREADS // 2)]
+
+
+def env_activities(acts: Any) -> list[Callable[..., Any]]:
+    """An EnvActivities' activities: tasks, reset (the shared queue only), then step, evaluate, close."""
+    return [acts.env_tasks, acts.env_reset, acts.env_step, acts.env_evaluate, acts.env_close]
+
+
+def env_queue_worker(client: Client, task_queue: str, env: Any, episode: Any, executor: Any,
+                     **options: Any) -> Worker:
+    """The shared env queue's worker: the env activities, and EpisodeWorkflow with the policy call and the step vote,
+    so that an episode started on this queue finds its env, the policy and the judge in this process.
+
+    Episodes run outside the sandbox here: a fresh sandbox per run costs ~7-10 ms, a third of what Temporal adds to
+    a whole terminal episode, and an episode is one short run. The module imports only the contracts and a pure
+    reward function; the replay tests run it in the sandbox, so its determinism is still checked."""
+    from temporalio.worker import UnsandboxedWorkflowRunner
+
+    from workflows.episode import EpisodeWorkflow
+
+    return Worker(client, task_queue=task_queue, workflows=[EpisodeWorkflow],
+                  activities=[*env_activities(env), episode.policy_act, episode.step_vote], activity_executor=executor,
+                  workflow_runner=UnsandboxedWorkflowRunner(), **options)
 
 
 def build_training_activities(s: Settings) -> list[Callable[..., Any]]:

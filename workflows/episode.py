@@ -1,6 +1,6 @@
 """EpisodeWorkflow: one general-track rollout episode (one per episode, replayable in the Temporal UI).
 
-    env_reset (shared env queue) -> the worker-specific queue that holds the env
+    env_reset -> the env (a live sandbox) stays in the worker that reset it
     loop up to max steps:
         policy_act (exact prompt ids, response ids, log-probs -> a record in the store)
         env_step on the env's worker (a malformed action is an observation, not an error)
@@ -8,11 +8,24 @@
     env_evaluate (outcome o), env_close
     r_t = o + mean(valid votes_t)  (rlcore.step_reward; ``reward="outcome"``: r_t = o)
 
-The result carries per-step rewards, votes and record keys, never token ids; the RolloutWorkflow normalises rewards
-within its task group and writes the samples. Losing the env worker (a call to its queue not picked up within
-``env_lost_after_s``, or a worker that no longer holds the episode) restarts the episode from scratch, up to
-``env_restarts`` times: the env's state died with the worker, and samples are only written after the episode, so
-nothing of the lost attempt is trained on.
+Two ways to run, chosen by the task queue the episode was started on:
+
+- on the env queue (``config.env_queue``; the RolloutWorkflow starts its episodes there): the workflow runs on an env
+  worker and every call is a *local activity* in that worker's process, next to the env it reset. No call makes a
+  server round trip; a whole episode is usually one workflow task. The votes are local too: a regular activity
+  scheduled while local activities run only reaches the server when the workflow task completes, so it would not run
+  alongside the next step. Losing the worker: its workflow task times out (the episode's workflow task timeout,
+  10 s by default) and another env worker replays the history; the first env call it makes finds no env
+  (``EpisodeNotFoundError``) and the episode restarts from scratch. If the worker died before any of the episode's
+  progress was recorded (one workflow task, heartbeated every 80% of the task timeout), the replay simply runs it
+  again from the start.
+- anywhere else (the orchestrator queue, as before): regular activities, the policy and votes on their queues, env
+  calls on the worker-specific queue that ``env_reset`` returns; an env call not picked up within
+  ``env_lost_after_s`` means the worker is gone and the episode restarts from scratch.
+
+Either way the restart is bounded by ``env_restarts``; the env's state died with the worker, and samples are only
+written after the episode, so nothing of the lost attempt is trained on. The result carries per-step rewards, votes
+and record keys, never token ids; the RolloutWorkflow normalises rewards within its task group and writes the samples.
 """
 
 from __future__ import annotations
@@ -61,17 +74,30 @@ POLICY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interv
 VOTE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10),
                          maximum_attempts=3)
 _TOOL_CALL = re.compile(r"<tool_call>.*?(</tool_call>|$)", re.DOTALL)
+LOCAL_PATCH = "episode-local-activities"  # episodes on the env queue call everything as local activities
 
 
 class EnvLost(Exception):
     """The worker holding the episode's env is gone."""
 
 
-def _lost(err: ActivityError) -> bool:
-    cause = err.cause
+# how an activity fails for good: a local activity's own error arrives unwrapped, its timeout as an ActivityError
+CALL_FAILED = (ActivityError, ApplicationError)
+
+
+def _lost(err: ActivityError | ApplicationError) -> bool:
+    cause = err.cause if isinstance(err, ActivityError) else err
     if isinstance(cause, ActivityTimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START:
         return True
     return isinstance(cause, ApplicationError) and cause.type == "EpisodeNotFoundError"
+
+
+def _runs_local(cfg: EpisodeConfig) -> bool:
+    """Whether this run calls everything as local activities. A new run decides by the queue it runs on (the worker's
+    queue is not in the history); a replay follows the patch marker that decision left, or its absence."""
+    if workflow.unsafe.is_replaying():
+        return workflow.patched(LOCAL_PATCH)
+    return workflow.info().task_queue == cfg.env_queue and workflow.patched(LOCAL_PATCH)
 
 
 def _cut(text: str, n: int = KEPT_CHARS) -> str:
@@ -95,6 +121,7 @@ def judge_request(env: str, episode_id: str, instruction: str, steps: list[Episo
 class EpisodeWorkflow:
     def __init__(self) -> None:
         self.progress = EpisodeProgress(phase="starting")
+        self.local = False
 
     @workflow.query
     def status(self) -> EpisodeProgress:
@@ -107,6 +134,7 @@ class EpisodeWorkflow:
         if not inp.group_id:
             inp = replace(inp, group_id=inp.task_id)
         cfg = inp.config
+        self.local = _runs_local(cfg)
         while True:
             try:
                 result = await self._attempt(inp, self.progress.restarts)
@@ -123,14 +151,23 @@ class EpisodeWorkflow:
         self.progress.phase = "done"
         return result
 
+    async def _call(self, name: str, arg: object, result_type: type, queue: str, timeout_s: float,
+                    retry: RetryPolicy, lost_after_s: float | None = None) -> object:
+        """A local activity in this worker's process (episodes on the env queue), else an activity on ``queue``."""
+        if self.local:
+            return await workflow.execute_local_activity(
+                name, arg, result_type=result_type, start_to_close_timeout=timedelta(seconds=timeout_s),
+                retry_policy=retry)
+        return await workflow.execute_activity(
+            name, arg, result_type=result_type, task_queue=queue,
+            schedule_to_start_timeout=None if lost_after_s is None else timedelta(seconds=lost_after_s),
+            start_to_close_timeout=timedelta(seconds=timeout_s), retry_policy=retry)
+
     async def _env(self, queue: str, name: str, arg: object, result_type: type, cfg: EpisodeConfig) -> object:
         timeout = cfg.env_timeout_s + float(cfg.env_options.get("command_timeout_s", 10.0))
         try:
-            return await workflow.execute_activity(
-                name, arg, result_type=result_type, task_queue=queue,
-                schedule_to_start_timeout=timedelta(seconds=cfg.env_lost_after_s),
-                start_to_close_timeout=timedelta(seconds=timeout), retry_policy=ENV_RETRY)
-        except ActivityError as err:
+            return await self._call(name, arg, result_type, queue, timeout, ENV_RETRY, cfg.env_lost_after_s)
+        except CALL_FAILED as err:
             if _lost(err):
                 raise EnvLost(str(err.cause or err)) from err
             raise
@@ -138,11 +175,10 @@ class EpisodeWorkflow:
     async def _attempt(self, inp: EpisodeInput, attempt: int) -> EpisodeResult:
         cfg = inp.config
         self.progress.phase, self.progress.steps = "reset", 0
-        reset: EnvResetResult = await workflow.execute_activity(
+        reset: EnvResetResult = await self._call(
             "env_reset", EnvResetRequest(episode_id=inp.episode_id, env=cfg.env, task_id=inp.task_id, attempt=attempt,
                                          max_steps=cfg.max_steps, options=dict(cfg.env_options)),
-            result_type=EnvResetResult, task_queue=cfg.env_queue,
-            start_to_close_timeout=timedelta(seconds=cfg.env_timeout_s), retry_policy=ENV_RETRY)
+            EnvResetResult, cfg.env_queue, cfg.env_timeout_s, ENV_RETRY)
         queue = reset.task_queue
         self.progress.worker_queue = queue
         ref = EnvEpisodeRef(episode_id=inp.episode_id, attempt=attempt)
@@ -152,15 +188,14 @@ class EpisodeWorkflow:
         try:
             for t in range(reset.max_steps):
                 self.progress.phase, self.progress.steps = "policy", t
-                pol: PolicyResult = await workflow.execute_activity(
+                pol: PolicyResult = await self._call(
                     "policy_act", PolicyRequest(
                         run=cfg.run, episode_id=inp.episode_id, messages=list(messages), attempt=attempt,
                         step_index=t, env=cfg.env, task_id=inp.task_id, episode_index=inp.index, policy=cfg.policy,
                         scripted_error_rate=cfg.scripted_error_rate, seed=cfg.seed, temperature=cfg.temperature,
                         max_new_tokens=cfg.max_new_tokens, max_context_tokens=cfg.max_context_tokens,
                         store_url=cfg.store_url),
-                    result_type=PolicyResult, task_queue=cfg.policy_queue,
-                    start_to_close_timeout=timedelta(seconds=cfg.policy_timeout_s), retry_policy=POLICY_RETRY)
+                    PolicyResult, cfg.policy_queue, cfg.policy_timeout_s, POLICY_RETRY)
                 self.progress.phase = "env"
                 st: EnvStepResult = await self._env(
                     queue, "env_step", EnvStepRequest(episode_id=inp.episode_id, attempt=attempt, step_index=t,
@@ -199,7 +234,7 @@ class EpisodeWorkflow:
     async def _close(self, queue: str, ref: EnvEpisodeRef, cfg: EpisodeConfig) -> None:
         try:
             await self._env(queue, "env_close", ref, bool, cfg)
-        except (ActivityError, EnvLost) as err:  # the env worker reaps what is left
+        except (*CALL_FAILED, EnvLost) as err:  # the env worker reaps what is left
             workflow.logger.warning("env close failed", extra={"episode": ref.episode_id, "error": str(err)})
 
     async def _votes(self, req: StepJudgeRequest, cfg: EpisodeConfig) -> list[Vote]:
@@ -207,8 +242,6 @@ class EpisodeWorkflow:
 
     async def _vote(self, req: StepJudgeRequest, cfg: EpisodeConfig) -> Vote:
         try:
-            return await workflow.execute_activity(
-                "step_vote", req, result_type=Vote, task_queue=cfg.judge_queue,
-                start_to_close_timeout=timedelta(seconds=cfg.judge_timeout_s), retry_policy=VOTE_RETRY)
-        except ActivityError as err:  # a failed vote is left out of the mean; it never fails the episode
+            return await self._call("step_vote", req, Vote, cfg.judge_queue, cfg.judge_timeout_s, VOTE_RETRY)
+        except CALL_FAILED as err:  # a failed vote is left out of the mean; it never fails the episode
             return Vote(raw="", score=None, error=str(err.cause or err)[:500])

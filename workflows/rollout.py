@@ -92,7 +92,9 @@ class RolloutWorkflow:
                     return await workflow.execute_child_workflow(
                         EPISODE_WORKFLOW, EpisodeInput(task_id=task_id, episode_id=episode_id, group_id=group_id,
                                                        index=i, config=cfg),
-                        id=episode_workflow_id(episode_id), result_type=EpisodeResult)
+                        id=episode_workflow_id(episode_id), result_type=EpisodeResult,
+                        # on an env worker: its env, policy and judge calls are local activities (episode.py)
+                        task_queue=cfg.env_queue if workflow.patched("episodes-on-env-queue") else None)
                 except ChildWorkflowError as err:
                     return EpisodeResult(episode_id=episode_id, task_id=task_id, group_id=group_id, env=cfg.env,
                                          error=str(err.cause or err)[:1000])
