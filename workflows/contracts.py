@@ -634,6 +634,7 @@ class RolloutInput:
     episode: EpisodeConfig = field(default_factory=EpisodeConfig)  # its run and env are the rollout's
     notify_training: bool = True  # signal the run's training workflow once the samples are written
     write_samples: bool = True  # False: an evaluation; episodes run and are judged, nothing is trained on them
+    sample_tasks: int = 0  # > 0: run only this many of the tasks, a deterministic random choice of each rollout
 
 
 @dataclass
@@ -680,6 +681,7 @@ class RolloutResult:
     policy_versions: list[int] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)  # "<episode id>: <why>"
     outcomes: dict[str, list[float]] = field(default_factory=dict)  # task id -> outcome of each good episode
+    invalid_steps: int = 0  # steps of good episodes whose action did not parse (of ``steps``)
 
 
 @dataclass

@@ -5,7 +5,9 @@
     write_group_samples per group: one Parquet shard per policy version; steps without signal are not written
     signal the run's TrainingWorkflow (samples_available)
 
-``write_samples`` false makes it an evaluation: the episodes run and are judged, nothing is written or trained. A
+``sample_tasks`` k > 0 runs k of the tasks, chosen with ``workflow.random()`` (a deterministic choice per rollout
+execution), so that each rollout of a training run sees a different slice of the split. ``write_samples`` false makes
+it an evaluation: the episodes run and are judged, nothing is written or trained. A
 TrainingWorkflow given ``rollout`` starts these itself as children (ids ``rollout/<run>/r<k>``), see training.py.
 
 A failed episode (its workflow failed, or it lost its env worker too often) is counted and left out of its group.
@@ -81,6 +83,8 @@ class RolloutWorkflow:
                 "env_tasks", EnvTasksRequest(env=inp.env, split=inp.split), result_type=EnvTasksResult,
                 task_queue=cfg.env_queue, start_to_close_timeout=timedelta(seconds=60), retry_policy=IO_RETRY)
             tasks = found.task_ids
+        if 0 < inp.sample_tasks < len(tasks):  # workflow.random() is seeded per execution: the same on replay
+            tasks = sorted(workflow.random().sample(tasks, inp.sample_tasks), key=tasks.index)
         gate = asyncio.Semaphore(max(1, inp.max_parallel))
 
         async def episode(task_id: str, i: int) -> EpisodeResult:
@@ -109,6 +113,7 @@ class RolloutWorkflow:
         out.successes = sum(r.success for r in good)
         out.mean_outcome = sum(r.outcome for r in good) / len(good) if good else 0.0
         out.steps = sum(len(r.steps) for r in good)
+        out.invalid_steps = sum(bool(s.parse_error) for r in good for s in r.steps)
         out.policy_versions = sorted({s.policy_version for r in good for s in r.steps})
         for r in good:
             out.outcomes.setdefault(r.task_id, []).append(r.outcome)
