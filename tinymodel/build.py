@@ -36,6 +36,7 @@ from typing import Any
 
 STAMP = "build_stamp.json"
 _SOURCES = ["envs/personal/problems.py", "envs/personal/styles.py", "envs/personal/agent_prompt.py", "tinymodel/corpus.py",
+            "tinymodel/toolcall_rows.py", "envs/toolcall/env.py", "envs/toolcall/actions.py", "envs/toolcall/tasks.py",
             "tinymodel/tokenizer.py", "tinymodel/chat_template.py", "tinymodel/build.py"]
 _ROOT = Path(__file__).resolve().parent.parent
 
