@@ -220,7 +220,7 @@ class GeneralExperiment:
                    self.cfg.progress, leave=False)
         try:
             res: RolloutResult = await _while_polling(handle, lambda: handle.query("progress"),
-                                                      lambda p: bar.update(p["finished"] - bar.n))
+                                                      lambda p: _advance(bar, p["finished"]))
         except BaseException:
             await _terminate(client, [handle.id])
             raise
@@ -267,7 +267,7 @@ class GeneralExperiment:
 
         async def on_status(st: Any) -> None:
             rollouts.update({r.index: r for r in st.recent_rollouts})
-            bar.update(st.step - bar.n)
+            _advance(bar, st.step)
             if st.paused and st.last_error:
                 raise RuntimeError(f"training run {run} paused: {st.last_error}")
             if st.step > watch["step"]:
@@ -281,6 +281,7 @@ class GeneralExperiment:
         try:
             status = await _while_polling(handle, lambda: handle.query("status", result_type=TrainingStatus),
                                           on_status)
+            _advance(bar, status.step)
         finally:
             bar.close()
         rollouts.update({r.index: r for r in status.recent_rollouts})
@@ -325,6 +326,11 @@ async def _while_polling(handle: Any, query: Any, on_value: Any, every_s: float 
         return result.result()
     finally:
         result.cancel()
+
+
+def _advance(bar: Any, done: int) -> None:
+    if done > bar.n:  # redrawn only on progress: on a non-terminal stderr every redraw is a new line
+        bar.update(done - bar.n)
 
 
 def curve_points(rollouts: dict[int, Any]) -> list[dict[str, Any]]:
