@@ -178,7 +178,8 @@ class StoreActivities:
 
 
 def select_batch(store: ObjectStore, inp: SelectBatchInput, ledger: Any = None) -> SelectBatchOutput:
-    """The oldest ``batch_size`` untrained samples of versions [v - max_staleness, v], if that many exist."""
+    """The oldest ``batch_size`` untrained samples of versions [v - max_staleness, v], if that many exist (with
+    ``take_all``: then all of them)."""
     from openclaw_rl.samples import SampleReader, TrainedLedger
 
     reader = SampleReader(store, inp.run)
@@ -195,7 +196,7 @@ def select_batch(store: ObjectStore, inp: SelectBatchInput, ledger: Any = None) 
     out = SelectBatchOutput(available=len(fresh), stale_versions=[v for v in live if v < low],
                             already_trained=len(rows) - len(fresh))
     if len(fresh) >= inp.batch_size:
-        chosen = fresh[: inp.batch_size]
+        chosen = fresh if inp.take_all else fresh[: inp.batch_size]
         out.sample_ids = [sid for _, sid, _ in chosen]
         out.versions = sorted({v for _, _, v in chosen})
     return out

@@ -252,7 +252,7 @@ class GeneralExperiment:
         cfg = self.cfg
         rollout = RolloutInput(env=cfg.env, split="train", n=cfg.episodes_per_task, max_parallel=cfg.max_parallel,
                                episode=self._episode(reward, seed, evaluation=False),
-                               sample_tasks=cfg.tasks_per_rollout)
+                               sample_tasks=cfg.tasks_per_rollout, sample_seed=seed + 1)  # same tasks per mode
         inp = TrainingInput(run=run, method=reward, batch_size=cfg.batch_size, max_staleness=0,
                             engines=[self.s.engine_url], model_path=str(model), max_steps=cfg.steps, poll_s=0.5,
                             max_poll_s=2.0, trainer_queue=self.s.task_queue_trainer, rollout=rollout,

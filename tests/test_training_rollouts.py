@@ -28,6 +28,7 @@ from openclaw_rl.policy_client import PolicyClient
 from openclaw_rl.samples import SampleReader, TrainedLedger
 from openclaw_rl.store import LocalStore
 from tests.model_factory import running_engine
+from workers.main import env_queue_worker
 from workflows.contracts import TRAINING_WORKFLOW, ControlRequest, EpisodeConfig, RolloutInput, TrainingInput, TrainingStatus
 from workflows.episode import EpisodeWorkflow
 from workflows.rollout import RolloutWorkflow
@@ -61,7 +62,7 @@ async def _run(client: Client, model, tmp_path, **training) -> tuple[TrainingSta
                        activities=[store_acts.select_batch, store_acts.push_weights, store_acts.seal_version]),
                 Worker(client, task_queue=judge, activities=[ep_acts.policy_act, ep_acts.step_vote,
                                                              ep_acts.write_group_samples]),
-                Worker(client, task_queue=env, activities=shared, activity_executor=pool),
+                env_queue_worker(client, env, env_acts, ep_acts, pool),
                 Worker(client, task_queue=env_acts.worker_queue, activities=shared[2:], activity_executor=pool),
                 Worker(client, task_queue=trainer, activities=[train_acts.train_step], max_concurrent_activities=1,
                        activity_executor=ThreadPoolExecutor(max_workers=1)),
@@ -99,14 +100,16 @@ async def test_sync_rollouts_train_only_on_policy_samples(temporal_env, random_m
         assert r.policy_versions == [r.started_at_version]  # every step of a rollout sampled by one version
     assert [r.started_at_version for r in status.recent_rollouts] == sorted(
         r.started_at_version for r in status.recent_rollouts)
-    # every trained sample was trained at the version that produced it (max_staleness 0)
+    # each step trained every sample of the rollouts before it, all at the version that produced them: none went
+    # stale (max_staleness 0), none was left out
     trained = TrainedLedger(store, run).all_ids()
-    assert len(trained) == status.samples_trained == 8
     reader = SampleReader(store, run)
     versions = {s.sample_id: s.policy_version for archived in (False, True)
                 for v in reader.list_versions(archived=archived) for s in reader.read(v, archived=archived)}
-    assert trained <= set(versions)
-    assert sorted(versions[i] for i in trained) == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert status.excluded_stale == 0
+    assert trained == {i for i, v in versions.items() if v < 2} and len(trained) == status.samples_trained
+    assert {versions[i] for i in trained} == {0, 1}
+    assert [st.n_samples for st in status.recent_steps] == [sum(v == k for v in versions.values()) for k in (0, 1)]
     # sync: no rollout starts while a train step is running
     running, overlaps = 0, 0
     for e in history.events:

@@ -291,6 +291,7 @@ class SelectBatchInput:
     policy_version: int = 0
     batch_size: int = 16
     max_staleness: int = 0
+    take_all: bool = False  # once batch_size are there, take every untrained sample of the window (sync rollouts)
 
 
 @dataclass
@@ -635,6 +636,9 @@ class RolloutInput:
     notify_training: bool = True  # signal the run's training workflow once the samples are written
     write_samples: bool = True  # False: an evaluation; episodes run and are judged, nothing is trained on them
     sample_tasks: int = 0  # > 0: run only this many of the tasks, a deterministic random choice of each rollout
+    sample_seed: int = 0  # != 0: the choice depends on (sample_seed, sample_round) only, so runs compared side by
+    #                       side see the same tasks in the same round; 0: on the rollout's own random stream
+    sample_round: int = 0  # set by a TrainingWorkflow to its rollout's index
 
 
 @dataclass

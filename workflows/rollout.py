@@ -20,6 +20,7 @@ Start it with the plain CLI::
 from __future__ import annotations
 
 import asyncio
+import random
 from dataclasses import replace
 from datetime import timedelta
 
@@ -83,8 +84,9 @@ class RolloutWorkflow:
                 "env_tasks", EnvTasksRequest(env=inp.env, split=inp.split), result_type=EnvTasksResult,
                 task_queue=cfg.env_queue, start_to_close_timeout=timedelta(seconds=60), retry_policy=IO_RETRY)
             tasks = found.task_ids
-        if 0 < inp.sample_tasks < len(tasks):  # workflow.random() is seeded per execution: the same on replay
-            tasks = sorted(workflow.random().sample(tasks, inp.sample_tasks), key=tasks.index)
+        if 0 < inp.sample_tasks < len(tasks):  # both choices are the same on replay
+            rng = random.Random(f"{inp.sample_seed}:{inp.sample_round}") if inp.sample_seed else workflow.random()
+            tasks = sorted(rng.sample(tasks, inp.sample_tasks), key=tasks.index)
         gate = asyncio.Semaphore(max(1, inp.max_parallel))
 
         async def episode(task_id: str, i: int) -> EpisodeResult:

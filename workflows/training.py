@@ -10,7 +10,8 @@
 Given ``rollout`` (general track), the run makes its own samples: whenever no full batch is waiting it starts a
 RolloutWorkflow child (``rollout/<run>-<first run id>-r<k>``: n episodes per task, grouped advantages, shards). In
 ``sync`` mode it waits for that rollout before selecting again and never rolls out while a step trains, so every
-sample is on-policy. In ``async`` mode one rollout is always running, the next starting as the last one ends, while
+sample is on-policy, and a step trains on every sample the rollouts since the last step wrote (at least
+``batch_size``; fewer: another rollout first). In ``async`` mode one rollout is always running, the next starting as the last one ends, while
 steps train on what came before; ``max_staleness`` bounds how old a trained sample may be (older ones are sealed
 untrained). A rollout whose episodes all fail pauses the run with ``last_error``; ``stop`` cancels a running rollout.
 
@@ -268,7 +269,8 @@ class TrainingWorkflow:
         assert s is not None
         return await workflow.execute_activity(
             "select_batch", SelectBatchInput(run=s.run, store_url=s.store_url, policy_version=s.policy_version,
-                                             batch_size=s.batch_size, max_staleness=s.max_staleness),
+                                             batch_size=s.batch_size, max_staleness=s.max_staleness,
+                                             take_all=s.rollout is not None and s.rollout_mode == "sync"),
             result_type=SelectBatchOutput, start_to_close_timeout=timedelta(seconds=120), retry_policy=IO_RETRY)
 
     async def _train(self, sel: SelectBatchOutput) -> bool:
@@ -343,7 +345,8 @@ class TrainingWorkflow:
         s.rollouts_started += 1
         k, version = s.rollouts_started, s.policy_version
         rollout_id = f"{s.run}-{workflow.info().first_execution_run_id[:8]}-r{k}"
-        inp = replace(s.rollout, run=s.run, rollout_id=rollout_id, notify_training=True, write_samples=True)
+        inp = replace(s.rollout, run=s.run, rollout_id=rollout_id, notify_training=True, write_samples=True,
+                      sample_round=k)
         try:
             res: RolloutResult = await workflow.execute_child_workflow(
                 ROLLOUT_WORKFLOW, inp, id=f"rollout/{rollout_id}", result_type=RolloutResult)
