@@ -72,7 +72,7 @@ def make_random_qwen3(directory: str | Path, seed: int = 0, hidden_size: int = 6
     special = {t["content"]: t["id"] for t in ids}
     config = Qwen3Config(
         vocab_size=vocab, hidden_size=hidden_size, intermediate_size=2 * hidden_size, num_hidden_layers=layers,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=hidden_size // 4, max_position_embeddings=512,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=hidden_size // 4, max_position_embeddings=max_positions,
         tie_word_embeddings=False, eos_token_id=special["<|im_end|>"], pad_token_id=special["<|endoftext|>"],
         bos_token_id=None, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
         **({"use_sliding_window": True, "sliding_window": sliding_window, "max_window_layers": 0,

@@ -1,0 +1,69 @@
+"""Every env kind runs whole episodes through the real workflows: a RolloutWorkflow over EpisodeWorkflows on a real
+Temporal server, the env worker holding real sandboxes (a headless Chromium for the GUI env), the local engine scoring
+the actions' log-probs and the heuristic step judge voting. The policy is each env's scripted one (the tiny model acts
+only in the tool-call env, which tests/test_training_rollouts.py and the general experiment cover with it): without
+mistakes every episode succeeds; with seeded mistakes the malformed actions become observations and the episodes
+still end, graded."""
+
+from __future__ import annotations
+
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AsyncExitStack
+
+import pytest
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities.episode import EnvActivities, EpisodeActivities
+from activities.judges import HeuristicJudge
+from activities.training import StoreCache
+from openclaw_rl.policy_client import PolicyClient
+from tests.model_factory import make_random_qwen3, running_engine
+from workers.main import env_queue_worker
+from workflows.contracts import EpisodeConfig, RolloutInput, RolloutResult
+from workflows.episode import EpisodeWorkflow
+from workflows.rollout import RolloutWorkflow
+
+@pytest.fixture(scope="module")
+def long_model(tmp_path_factory):  # a GUI page's element list is longer than the session model's 512 positions
+    return make_random_qwen3(tmp_path_factory.mktemp("random-qwen3-4k"), seed=0, max_positions=4096)
+
+
+CASES = {"swe": ["slugify-edges"], "gui": ["click-button-1", "enter-text-2"], "terminal": ["create_file"]}
+
+
+@pytest.mark.parametrize("env", sorted(CASES))
+async def test_scripted_episodes_complete_in_every_env(env, temporal_env, long_model, tmp_path):
+    client: Client = temporal_env.client
+    tag = uuid.uuid4().hex[:6]
+    orch, judge, env_q = f"orch-{tag}", f"judge-{tag}", f"env-{tag}"
+    store_url = f"file://{tmp_path / 'store'}"
+    stores = StoreCache(store_url, tmp_path / "cache")
+    results: list[RolloutResult] = []
+    async with AsyncExitStack() as stack:
+        url = stack.enter_context(running_engine(long_model, weight_version="0", max_batch=8))
+        policy = await stack.enter_async_context(PolicyClient(url))
+        pool = stack.enter_context(ThreadPoolExecutor(max_workers=8))
+        env_acts = EnvActivities(f"{env_q}/{tag}")
+        acts = EpisodeActivities(HeuristicJudge(), policy, stores, str(long_model))
+        for w in [Worker(client, task_queue=orch, workflows=[RolloutWorkflow, EpisodeWorkflow]),
+                  Worker(client, task_queue=judge, activities=[acts.policy_act, acts.step_vote,
+                                                               acts.write_group_samples]),
+                  env_queue_worker(client, env_q, env_acts, acts, pool),
+                  Worker(client, task_queue=env_acts.worker_queue,
+                         activities=[env_acts.env_step, env_acts.env_evaluate, env_acts.env_close],
+                         activity_executor=pool)]:
+            await stack.enter_async_context(w)
+        for rate in (0.0, 0.5):
+            cfg = EpisodeConfig(env=env, run=f"e-{tag}", policy="scripted", scripted_error_rate=rate, votes=1,
+                                max_new_tokens=64, store_url=store_url, policy_queue=judge, judge_queue=judge,
+                                env_queue=env_q, seed=3)
+            results.append(await client.execute_workflow(
+                RolloutWorkflow.run, RolloutInput(run=cfg.run, env=env, tasks=CASES[env], n=2, episode=cfg),
+                id=f"rollout/{env}-{tag}-{rate}", task_queue=orch))
+        assert env_acts.live_episodes() == 0  # every sandbox closed
+    clean, noisy = results
+    assert clean.failed == 0 and clean.episodes == 2 * len(CASES[env])
+    assert clean.successes == clean.episodes and clean.mean_outcome == 1.0
+    assert noisy.failed == 0 and noisy.episodes == clean.episodes and noisy.steps >= clean.steps
