@@ -21,6 +21,8 @@ this module free of their dependencies.
 from __future__ import annotations
 
 import importlib
+import json
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -68,6 +70,38 @@ class Outcome:
     reward: float
     success: bool
     detail: str = ""
+
+
+TOOL_CALL = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.DOTALL)
+NO_CALL = "no action found: reply with one <tool_call>{...}</tool_call>"
+
+
+def read_tool_call(text: str, tools: Iterable[str], no_call: str = NO_CALL) -> tuple[str, dict[str, Any]] | str:
+    """(tool name, arguments) of the first ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` in ``text``,
+    or what is wrong with it (``no_call`` when there is none). Arguments may come as a JSON string (OpenAI style)."""
+    m = TOOL_CALL.search(text)
+    if m is None:
+        return no_call
+    if not m.group(2):
+        return "<tool_call> is not closed by </tool_call>"
+    try:
+        call = json.loads(m.group(1).strip())
+    except ValueError as err:
+        return f"the tool call is not valid JSON ({err})"
+    if not isinstance(call, dict):
+        return "the tool call must be a JSON object with name and arguments"
+    name, args = call.get("name"), call.get("arguments", {})
+    if isinstance(args, str):
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except ValueError as err:
+            return f"the arguments are not valid JSON ({err})"
+    tools = tuple(tools)
+    if name not in tools:
+        return f"unknown tool {name!r}; the tools are {', '.join(tools)}"
+    if not isinstance(args, dict):
+        return "arguments must be a JSON object"
+    return name, args
 
 
 class ActionParser(Protocol):

@@ -36,7 +36,7 @@ from typing import Any
 
 STAMP = "build_stamp.json"
 _SOURCES = ["envs/personal/problems.py", "envs/personal/styles.py", "envs/personal/agent_prompt.py", "tinymodel/corpus.py",
-            "tinymodel/toolcall_rows.py", "envs/toolcall/env.py", "envs/toolcall/actions.py", "envs/toolcall/tasks.py",
+            "tinymodel/toolcall_rows.py",
             "tinymodel/tokenizer.py", "tinymodel/chat_template.py", "tinymodel/build.py"]
 _ROOT = Path(__file__).resolve().parent.parent
 
@@ -88,6 +88,9 @@ def config_hash(cfg: BuildConfig) -> str:
     h = hashlib.sha256(json.dumps(asdict(cfg), sort_keys=True).encode())
     for rel in _SOURCES:
         h.update((_ROOT / rel).read_bytes())
+    from tinymodel.toolcall_rows import fingerprint
+
+    h.update(fingerprint().encode())  # the tool-call env's texts, not its code
     return h.hexdigest()[:16]
 
 

@@ -71,6 +71,24 @@ def _problems() -> dict[str, list[dict[str, Any]]]:
     return out
 
 
+def fingerprint() -> str:
+    """Everything outside this file that shapes the rows (the env's texts, the families' settings, the generator's
+    version), for the build's config hash: a refactor of the env's code leaves the cached model valid."""
+    import json
+    from importlib.metadata import version
+
+    from envs.toolcall.actions import answer_call, parse_action, python_call
+    from envs.toolcall.env import ANSWER_RECORDED, SYSTEM_PROMPT
+    from envs.toolcall.tasks import EVAL_EVERY, FAMILIES as SUITE_FAMILIES, SEED
+
+    return json.dumps({
+        "system": SYSTEM_PROMPT, "calls": [python_call("print(1)"), answer_call("1")], "recorded": ANSWER_RECORDED,
+        "not_a_call": [parse_action(t).error for t in NOT_A_CALL], "broken": run_code("print(1"),
+        "suite": [[f.name, f.count, f.config] for f in SUITE_FAMILIES], "seed": SEED, "eval_every": EVAL_EVERY,
+        "reasoning_gym": version("reasoning-gym"),
+    }, sort_keys=True, default=str)
+
+
 def toolcall_episode(rng: random.Random) -> dict[str, Any]:
     """One episode as messages (system, user, then assistant / tool turns), ``tools`` None: the format is in the
     system prompt, as the env gives it."""

@@ -19,10 +19,9 @@ import math
 import re
 from typing import Any
 
-from envs.base import Action
+from envs.base import Action, read_tool_call
 
 TOOLS = ("click", "type", "select", "click_xy", "key")
-_CALL = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.DOTALL)
 MAX_TEXT_CHARS = 1024
 MAX_COORD = 10_000
 
@@ -83,27 +82,10 @@ def _number(args: dict[str, Any], name: str) -> float | str:
 
 
 def parse_action(text: str) -> Action:
-    m = _CALL.search(text)
-    if m is None:
-        return Action(raw=text, error="no action found: reply with one <tool_call>{...}</tool_call>")
-    if not m.group(2):
-        return Action(raw=text, error="<tool_call> is not closed by </tool_call>")
-    try:
-        call = json.loads(m.group(1).strip())
-    except ValueError as err:
-        return Action(raw=text, error=f"the tool call is not valid JSON ({err})")
-    if not isinstance(call, dict):
-        return Action(raw=text, error="the tool call must be a JSON object with name and arguments")
-    name, args = call.get("name"), call.get("arguments", {})
-    if isinstance(args, str):  # OpenAI-style arguments: a JSON string
-        try:
-            args = json.loads(args) if args.strip() else {}
-        except ValueError as err:
-            return Action(raw=text, error=f"the arguments are not valid JSON ({err})")
-    if name not in TOOLS:
-        return Action(raw=text, error=f"unknown tool {name!r}; the tools are {', '.join(TOOLS)}")
-    if not isinstance(args, dict):
-        return Action(raw=text, error="arguments must be a JSON object")
+    got = read_tool_call(text, TOOLS)
+    if isinstance(got, str):
+        return Action(raw=text, error=got)
+    name, args = got
     parsed = _arguments(name, args)
     if isinstance(parsed, str):
         return Action(raw=text, error=parsed)

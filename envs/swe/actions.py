@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 import posixpath
 
-from envs.base import Action
+from envs.base import TOOL_CALL, Action, read_tool_call
 from envs.sandbox import WORKSPACE
-from envs.terminal.actions import _CALL, _FENCE, _bash
+from envs.terminal.actions import _FENCE, _bash
 
 TOOLS = ("bash", "edit", "write_file", "submit")
 MAX_FILE_CHARS = 256 << 10
@@ -26,30 +26,6 @@ MAX_PATH_CHARS = 512
 
 def format_action(name: str, **arguments: str) -> str:
     return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
-
-
-def _call(text: str) -> tuple[str, dict] | str:
-    """(tool name, arguments) of the first tool call, or what is wrong with it."""
-    m = _CALL.search(text)
-    if not m.group(2):
-        return "<tool_call> is not closed by </tool_call>"
-    try:
-        call = json.loads(m.group(1).strip())
-    except ValueError as err:
-        return f"the tool call is not valid JSON ({err})"
-    if not isinstance(call, dict):
-        return "the tool call must be a JSON object with name and arguments"
-    name, args = call.get("name"), call.get("arguments", {})
-    if isinstance(args, str):  # OpenAI-style arguments: a JSON string
-        try:
-            args = json.loads(args) if args.strip() else {}
-        except ValueError as err:
-            return f"the arguments are not valid JSON ({err})"
-    if name not in TOOLS:
-        return f"unknown tool {name!r}; the tools are {', '.join(TOOLS)}"
-    if not isinstance(args, dict):
-        return "arguments must be a JSON object"
-    return name, args
 
 
 def repo_path(path: object) -> str:
@@ -79,12 +55,11 @@ def _strings(args: dict, *names: str) -> str:
 
 
 def parse_action(text: str) -> Action:
-    if _CALL.search(text) is None:
+    if TOOL_CALL.search(text) is None:
         fence = _FENCE.search(text)
         if fence and fence.group(1).strip():
             return _bash(fence.group(1).strip(), text)
-        return Action(raw=text, error="no action found: reply with one <tool_call>{...}</tool_call>")
-    got = _call(text)
+    got = read_tool_call(text, TOOLS)
     if isinstance(got, str):
         return Action(raw=text, error=got)
     name, args = got

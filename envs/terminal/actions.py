@@ -14,10 +14,9 @@ from __future__ import annotations
 import json
 import re
 
-from envs.base import Action
+from envs.base import TOOL_CALL, Action, read_tool_call
 
 TOOLS = ("bash", "submit")
-_CALL = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.DOTALL)
 _FENCE = re.compile(r"```(?:bash|sh|shell)?[ \t]*\n(.*?)```", re.DOTALL)
 MAX_COMMAND_CHARS = 8192
 
@@ -30,30 +29,14 @@ def format_action(command: str | None) -> str:
 
 
 def parse_action(text: str) -> Action:
-    m = _CALL.search(text)
-    if m is None:
+    if TOOL_CALL.search(text) is None:
         fence = _FENCE.search(text)
         if fence and fence.group(1).strip():
             return _bash(fence.group(1).strip(), text)
-        return Action(raw=text, error="no action found: reply with one <tool_call>{...}</tool_call>")
-    if not m.group(2):
-        return Action(raw=text, error="<tool_call> is not closed by </tool_call>")
-    try:
-        call = json.loads(m.group(1).strip())
-    except ValueError as err:
-        return Action(raw=text, error=f"the tool call is not valid JSON ({err})")
-    if not isinstance(call, dict):
-        return Action(raw=text, error="the tool call must be a JSON object with name and arguments")
-    name, args = call.get("name"), call.get("arguments", {})
-    if isinstance(args, str):  # OpenAI-style arguments: a JSON string
-        try:
-            args = json.loads(args) if args.strip() else {}
-        except ValueError as err:
-            return Action(raw=text, error=f"the arguments are not valid JSON ({err})")
-    if name not in TOOLS:
-        return Action(raw=text, error=f"unknown tool {name!r}; the tools are {', '.join(TOOLS)}")
-    if not isinstance(args, dict):
-        return Action(raw=text, error="arguments must be a JSON object")
+    got = read_tool_call(text, TOOLS)
+    if isinstance(got, str):
+        return Action(raw=text, error=got)
+    name, args = got
     if name == "submit":
         return Action(kind="submit", raw=text)
     command = args.get("command")

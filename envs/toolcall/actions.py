@@ -12,12 +12,10 @@ terminal env, a fenced code block is not taken for a call: the model has to use 
 from __future__ import annotations
 
 import json
-import re
 
-from envs.base import Action
+from envs.base import Action, read_tool_call
 
 TOOLS = {"python": "code", "answer": "answer"}  # tool -> its one argument
-_CALL = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.DOTALL)
 MAX_CODE_CHARS = 16384
 
 
@@ -36,27 +34,10 @@ def answer_call(answer: str) -> str:
 
 
 def parse_action(text: str) -> Action:
-    m = _CALL.search(text)
-    if m is None:
-        return Action(raw=text, error="no tool call found: reply with one <tool_call>{...}</tool_call>")
-    if not m.group(2):
-        return Action(raw=text, error="<tool_call> is not closed by </tool_call>")
-    try:
-        call = json.loads(m.group(1).strip())
-    except ValueError as err:
-        return Action(raw=text, error=f"the tool call is not valid JSON ({err})")
-    if not isinstance(call, dict):
-        return Action(raw=text, error="the tool call must be a JSON object with name and arguments")
-    name, args = call.get("name"), call.get("arguments", {})
-    if isinstance(args, str):  # OpenAI-style arguments: a JSON string
-        try:
-            args = json.loads(args) if args.strip() else {}
-        except ValueError as err:
-            return Action(raw=text, error=f"the arguments are not valid JSON ({err})")
-    if name not in TOOLS:
-        return Action(raw=text, error=f"unknown tool {name!r}; the tools are {', '.join(TOOLS)}")
-    if not isinstance(args, dict):
-        return Action(raw=text, error="arguments must be a JSON object")
+    got = read_tool_call(text, TOOLS, no_call="no tool call found: reply with one <tool_call>{...}</tool_call>")
+    if isinstance(got, str):
+        return Action(raw=text, error=got)
+    name, args = got
     key = TOOLS[name]
     value = args.get(key)
     if name == "answer" and isinstance(value, (int, float)) and not isinstance(value, bool):
