@@ -229,7 +229,8 @@ class EpisodeActivities(EngineAndJudge):
                 finish = "stop"
             elif req.policy == "engine":
                 prompt_ids, omitted = fit_context(self.tokenizer, req.messages, context - req.max_new_tokens)
-                seed = int(_digest(f"{req.seed}:{req.episode_id}:{req.attempt}:{req.step_index}")[:8], 16)
+                who = f"{req.task_id}:{req.episode_index}" if req.seed_by_task else req.episode_id
+                seed = int(_digest(f"{req.seed}:{who}:{req.attempt}:{req.step_index}")[:8], 16)
                 gen = await self.policy.generate(prompt_ids, SamplingParams(
                     max_new_tokens=req.max_new_tokens, temperature=req.temperature, sampling_seed=seed))
                 text, response_ids, logprobs = gen.text, gen.output_ids, gen.output_logprobs

@@ -167,7 +167,8 @@ class GeneralExperiment:
         return EpisodeConfig(env=cfg.env, reward="outcome" if evaluation else reward,
                              votes=0 if evaluation else cfg.votes, max_steps=cfg.max_steps, policy=cfg.policy,
                              scripted_error_rate=cfg.scripted_error_rate, temperature=cfg.temperature,
-                             max_new_tokens=cfg.max_new_tokens, seed=seed, policy_queue=s.task_queue_judge,
+                             max_new_tokens=cfg.max_new_tokens, seed=seed, seed_by_task=evaluation,
+                             policy_queue=s.task_queue_judge,
                              judge_queue=s.task_queue_judge, env_queue=s.task_queue_env)
 
     async def _run_async(self, run: str, reward: str, seed: int, model: Path) -> dict[str, Any]:

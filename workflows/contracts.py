@@ -459,6 +459,9 @@ class EpisodeConfig:
     max_new_tokens: int = 256
     max_context_tokens: int = 32768  # prompt + completion; the engine's context length caps it too
     seed: int = 0
+    # True: sampling seeds follow (seed, task, index in the group, step) alone, so two runs (or two evaluations of one
+    # run) draw the same random numbers on the same task; False: the episode id's too
+    seed_by_task: bool = False
     store_url: str = ""  # empty: the worker's store
     policy_queue: str = "openclaw-judge"
     judge_queue: str = "openclaw-judge"
@@ -551,6 +554,7 @@ class PolicyRequest:
     policy: str = "engine"
     scripted_error_rate: float = 0.0
     seed: int = 0
+    seed_by_task: bool = False
     temperature: float = 1.0
     max_new_tokens: int = 256
     max_context_tokens: int = 32768

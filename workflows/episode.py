@@ -192,7 +192,8 @@ class EpisodeWorkflow:
                     "policy_act", PolicyRequest(
                         run=cfg.run, episode_id=inp.episode_id, messages=list(messages), attempt=attempt,
                         step_index=t, env=cfg.env, task_id=inp.task_id, episode_index=inp.index, policy=cfg.policy,
-                        scripted_error_rate=cfg.scripted_error_rate, seed=cfg.seed, temperature=cfg.temperature,
+                        scripted_error_rate=cfg.scripted_error_rate, seed=cfg.seed, seed_by_task=cfg.seed_by_task,
+                        temperature=cfg.temperature,
                         max_new_tokens=cfg.max_new_tokens, max_context_tokens=cfg.max_context_tokens,
                         store_url=cfg.store_url),
                     PolicyResult, cfg.policy_queue, cfg.policy_timeout_s, POLICY_RETRY)
