@@ -137,6 +137,31 @@ def _bar(total: int, desc: str, enabled: bool, leave: bool = True) -> Any:
     return tqdm(total=total, desc=desc, file=sys.stderr, disable=not enabled, leave=leave, dynamic_ncols=True)
 
 
+def start_temporal(stack: Any, s: Settings, gateway: bool = False) -> None:
+    """The experiment's Temporal dev server, after checking that no other stack holds its ports."""
+    host, port = s.temporal_address.rsplit(":", 1)
+    ports = [("Temporal", host, int(port)), ("engine", "127.0.0.1", s.engine_port)]
+    for name, h, p in ports + ([("gateway", "127.0.0.1", s.gateway_port)] if gateway else []):
+        if port_open(h, p):
+            raise RuntimeError(f"port {p} ({name}) is in use: is `openclaw-rl up` running? Stop it first, or "
+                               "point OPENCLAW_* ports and OPENCLAW_RUNTIME_DIR elsewhere")
+    stack.start(temporal_service(s), timeout_s=120)
+
+
+def stop_all_but_temporal(stack: Any) -> None:
+    """Stop the previous run's engine, workers and gateway; the Temporal server serves every run."""
+    for old in [x for x in stack.services if x.name != "temporal"]:
+        stop_pid(old.pid)
+        stack.services.remove(old)
+
+
+def fresh_copy(base: Path, model: Path) -> Path:
+    """A run's own copy of the base model (its weights change as it trains)."""
+    shutil.rmtree(model, ignore_errors=True)
+    shutil.copytree(base, model)
+    return model
+
+
 def base_model(preset: str, model_path: str = "") -> Path:
     """The model every run copies: ``model_path`` as is, else the tiny model of ``preset`` (built once, cached)."""
     if model_path:
@@ -179,21 +204,14 @@ class Experiment:
         self.stack.stop_all()
 
     def start_temporal(self) -> None:
-        host, port = self.s.temporal_address.rsplit(":", 1)
-        for name, p in (("Temporal", int(port)), ("engine", self.s.engine_port), ("gateway", self.s.gateway_port)):
-            if port_open(host if name == "Temporal" else "127.0.0.1", p):
-                raise RuntimeError(f"port {p} ({name}) is in use: is `openclaw-rl up` running? Stop it first, or "
-                                   "point OPENCLAW_* ports and OPENCLAW_RUNTIME_DIR elsewhere")
-        self.stack.start(temporal_service(self.s), timeout_s=120)
+        start_temporal(self.stack, self.s, gateway=True)
 
     @contextmanager
     def run_services(self, env: dict[str, str], model: Path) -> Iterator[None]:
         """Engine on the run's model copy, workers and gateway with the run's settings (``env``); stopped when the next
         run starts. On success they stay up until ``stop()`` (the demo's ``--keep-up`` browses them)."""
         started: list[Service] = []
-        for old in [x for x in self.stack.services if x.name != "temporal"]:
-            stop_pid(old.pid)
-            self.stack.services.remove(old)
+        stop_all_but_temporal(self.stack)
         try:
             for svc, timeout in ((engine_service(self.s, str(model)), 300), (worker_service(self.s), 60),
                                  (gateway_service(self.s), 120)):
@@ -222,9 +240,7 @@ class Experiment:
         from openclaw_rl.keys import KeyStore
 
         run = f"{self.id}-{method}-s{seed}"
-        model = self.dir / f"{method}-s{seed}" / "model"
-        shutil.rmtree(model, ignore_errors=True)
-        shutil.copytree(base, model)
+        model = fresh_copy(base, self.dir / f"{method}-s{seed}" / "model")
         env = {"OPENCLAW_RUN": run, "OPENCLAW_METHOD": method, "OPENCLAW_MODEL_PATH": str(base)}
         if "run" in Settings.model_fields:  # the gateway's sessions feed the run it is told
             where = RunPlace(run, "", self.store)

@@ -39,7 +39,10 @@ from openclaw_rl.experiment import (
     _retry,
     _terminate,
     base_model,
+    fresh_copy,
     interrupt_on_sigterm,
+    start_temporal,
+    stop_all_but_temporal,
     trainer_options,
 )
 from openclaw_rl.settings import Settings, get_settings
@@ -123,34 +126,24 @@ class GeneralExperiment:
 
     def run(self) -> dict[str, Any]:
         from envs.base import task_suite
-        from openclaw_rl.stack import port_open, temporal_service
 
         t0 = time.monotonic()
         eval_ids = task_suite(self.cfg.env).ids("eval")
         self.eval_ids = eval_ids[: self.cfg.eval_tasks] if self.cfg.eval_tasks else eval_ids
         self.dir.mkdir(parents=True, exist_ok=True)
         base = base_model(self.cfg.preset, self.cfg.model_path)
-        host, port = self.s.temporal_address.rsplit(":", 1)
-        for name, h, p in (("Temporal", host, int(port)), ("engine", "127.0.0.1", self.s.engine_port)):
-            if port_open(h, p):
-                raise RuntimeError(f"port {p} ({name}) is in use: is `openclaw-rl up` running? Stop it first, or "
-                                   "point OPENCLAW_* ports and OPENCLAW_RUNTIME_DIR elsewhere")
-        self.stack.start(temporal_service(self.s), timeout_s=120)
+        start_temporal(self.stack, self.s)
         for reward in self.cfg.rewards:
             for seed in range(self.cfg.seeds):
                 self.runs.append(self.run_one(reward, seed, base))
         return self.finish(time.monotonic() - t0)
 
     def run_one(self, reward: str, seed: int, base: Path) -> dict[str, Any]:
-        from openclaw_rl.stack import engine_service, stop_pid, worker_service
+        from openclaw_rl.stack import engine_service, worker_service
 
         run = f"{self.id}-{reward.replace('+', '_')}-s{seed}"
-        model = self.dir / f"{reward.replace('+', '_')}-s{seed}" / "model"
-        shutil.rmtree(model, ignore_errors=True)
-        shutil.copytree(base, model)
-        for old in [x for x in self.stack.services if x.name != "temporal"]:
-            stop_pid(old.pid)
-            self.stack.services.remove(old)
+        model = fresh_copy(base, self.dir / f"{reward.replace('+', '_')}-s{seed}" / "model")
+        stop_all_but_temporal(self.stack)
         t0 = time.monotonic()
         for svc, timeout in ((engine_service(self.s, str(model)), 300), (worker_service(self.s), 60)):
             svc.env = {**svc.env, "OPENCLAW_MODEL_PATH": str(base)}
