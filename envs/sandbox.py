@@ -457,16 +457,20 @@ class Sandbox:
     def _bwrap_args(self) -> list[str]:
         args = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
                 "--uid", str(INSIDE_UID), "--gid", str(INSIDE_UID), "--hostname", "sandbox"]
-        for path in self.config.ro_binds:
-            if os.path.exists(path):
+        binds = [p for p in self.config.ro_binds if os.path.exists(p)]
+        under_tmp = [p for p in binds if p == "/tmp" or p.startswith("/tmp/")]  # bound after the private /tmp
+        for path in binds:
+            if path not in under_tmp:
                 args += ["--ro-bind", path, path]
         for path in ("/bin", "/sbin", "/lib", "/lib64", "/lib32"):
             if os.path.islink(path):
                 args += ["--symlink", os.readlink(path), path]
             elif os.path.isdir(path):
                 args += ["--ro-bind", path, path]
-        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", str(self.work_dir), WORKSPACE,
-                 "--remount-ro", "/", "--chdir", WORKSPACE, "--clearenv", "--setenv", "PATH", PATH,
+        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        for path in under_tmp:  # e.g. a checkout under /tmp: a bind made before the tmpfs would be hidden by it
+            args += ["--ro-bind", path, path]
+        args += ["--bind", str(self.work_dir), WORKSPACE, "--remount-ro", "/", "--chdir", WORKSPACE, "--clearenv", "--setenv", "PATH", PATH,
                  "--setenv", "HOME", WORKSPACE,
                  "--setenv", "TMPDIR", "/tmp", "--setenv", "LANG", "C.UTF-8", "--setenv", "TERM", "dumb"]
         return args

@@ -205,3 +205,23 @@ def test_what_a_dead_holder_left_is_swept_by_the_next_sandbox_of_its_uid():
         assert out.decode() == "ok\n"
     sleeper.wait(timeout=5)
     assert not dead.work_dir.exists()
+
+
+def test_a_read_only_bind_under_tmp_is_visible_and_read_only() -> None:
+    # a checkout (and its venv) may live under /tmp, which the sandbox replaces with a private tmpfs
+    import shutil
+    import tempfile
+
+    shared = Path(tempfile.mkdtemp(prefix="ro-bind-", dir="/tmp"))
+    shared.chmod(0o755)  # readable by the sandbox's own host uid, as a checkout is
+    (shared / "page.html").write_text("hello")
+    box = Sandbox(SandboxConfig(ro_binds=("/usr", "/etc", str(shared))))
+    try:
+        rc, out, timed_out = box.run(["/bin/sh", "-c",
+                                      f"cat {shared}/page.html; echo; (echo x > {shared}/new) 2>/dev/null || echo refused"])
+    finally:
+        box.close()
+        written = (shared / "new").exists()
+        shutil.rmtree(shared)
+    assert (rc, timed_out) == (0, False) and out.decode().split() == ["hello", "refused"]
+    assert not written
