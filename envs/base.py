@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import random
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -102,6 +103,22 @@ def read_tool_call(text: str, tools: Iterable[str], no_call: str = NO_CALL) -> t
     if not isinstance(args, dict):
         return "arguments must be a JSON object"
     return name, args
+
+
+def scripted_step(plan: Sequence[str], finish: str, mistakes: Sequence[str], seed: str, step: int,
+                  error_rate: float) -> str:
+    """A scripted policy's text at ``step``: with probability ``error_rate`` one of ``mistakes`` (decided by ``seed``
+    and the step alone, so any step can be recomputed without state), else the next action of ``plan`` not sent yet,
+    and ``finish`` once the plan is spent."""
+    def mistake(k: int) -> str | None:
+        rng = random.Random(f"{seed}:{k}")
+        return rng.choice(mistakes) if rng.random() < error_rate else None
+
+    wrong = mistake(step)
+    if wrong is not None:
+        return wrong
+    sent = sum(mistake(k) is None for k in range(step))
+    return plan[sent] if sent < len(plan) else finish
 
 
 class ActionParser(Protocol):

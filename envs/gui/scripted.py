@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import re
 import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from envs.base import Task
+from envs.base import Task, scripted_step
 from envs.gui.actions import format_action
 
 SOLUTIONS = Path(__file__).with_name("solutions.json")
@@ -38,26 +37,17 @@ MISTAKES = (
 ORDINALS = {"1st": 0, "2nd": 1, "3rd": 2, "4th": 3, "5th": 4}
 
 
-def _mistake(seed: str, step: int, error_rate: float) -> str | None:
-    rng = random.Random(f"{seed}:{step}")
-    return rng.choice(MISTAKES) if rng.random() < error_rate else None
-
-
 @cache
 def solutions() -> dict[str, list[str]]:
     return json.loads(SOLUTIONS.read_text()) if SOLUTIONS.exists() else {}
 
 
 def scripted_action(task: Task, step: int, seed: str, error_rate: float = 0.0) -> str:
-    wrong = _mistake(seed, step, error_rate)
-    if wrong is not None:
-        return wrong
     try:
         actions = solutions()[task.task_id]
     except KeyError:
         raise ValueError(f"no recorded solution for {task.task_id!r}: run python -m envs.gui.scripted --record")
-    sent = sum(_mistake(seed, k, error_rate) is None for k in range(step))
-    return actions[min(sent, len(actions) - 1)]
+    return scripted_step(actions, actions[-1], MISTAKES, seed, step, error_rate)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

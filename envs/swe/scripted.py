@@ -8,9 +8,7 @@ premature submit. Otherwise it sends the next planned action it has not sent yet
 
 from __future__ import annotations
 
-import random
-
-from envs.base import Task
+from envs.base import Task, scripted_step
 from envs.swe.actions import format_action
 from envs.swe.repo import SweRepo
 
@@ -29,15 +27,5 @@ def plan(repo: SweRepo) -> list[str]:
             format_action("bash", command="python3 -m unittest")]
 
 
-def _mistake(seed: str, step: int, error_rate: float) -> str | None:
-    rng = random.Random(f"{seed}:{step}")
-    return rng.choice(MISTAKES) if rng.random() < error_rate else None
-
-
 def scripted_action(task: Task, step: int, seed: str, error_rate: float = 0.0) -> str:
-    wrong = _mistake(seed, step, error_rate)
-    if wrong is not None:
-        return wrong
-    sent = sum(_mistake(seed, k, error_rate) is None for k in range(step))
-    actions = plan(task.data)
-    return actions[sent] if sent < len(actions) else format_action("submit")
+    return scripted_step(plan(task.data), format_action("submit"), MISTAKES, seed, step, error_rate)

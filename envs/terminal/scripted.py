@@ -9,9 +9,7 @@ reference command it has not sent yet, and submits once they are all sent.
 
 from __future__ import annotations
 
-import random
-
-from envs.base import Task
+from envs.base import Task, scripted_step
 from envs.terminal.actions import format_action
 
 MISTAKES = (
@@ -22,15 +20,6 @@ MISTAKES = (
 )
 
 
-def _mistake(seed: str, step: int, error_rate: float) -> str | None:
-    rng = random.Random(f"{seed}:{step}")
-    return rng.choice(MISTAKES) if rng.random() < error_rate else None
-
-
 def scripted_action(task: Task, step: int, seed: str, error_rate: float = 0.0) -> str:
-    wrong = _mistake(seed, step, error_rate)
-    if wrong is not None:
-        return wrong
-    sent = sum(_mistake(seed, k, error_rate) is None for k in range(step))
-    commands = task.data.solution
-    return format_action(commands[sent]) if sent < len(commands) else format_action(None)
+    return scripted_step([format_action(c) for c in task.data.solution], format_action(None), MISTAKES, seed, step,
+                         error_rate)

@@ -9,9 +9,7 @@ call, a broken call, Python that fails, or a wrong answer (which ends the episod
 
 from __future__ import annotations
 
-import random
-
-from envs.base import Task
+from envs.base import Task, scripted_step
 from envs.toolcall.actions import answer_call, python_call
 
 
@@ -31,17 +29,7 @@ def _mistakes(task: Task) -> tuple[str, ...]:
     )
 
 
-def _mistake(task: Task, seed: str, step: int, error_rate: float) -> str | None:
-    rng = random.Random(f"{seed}:{step}")
-    return rng.choice(_mistakes(task)) if rng.random() < error_rate else None
-
-
 def scripted_action(task: Task, step: int, seed: str, error_rate: float = 0.0) -> str:
-    wrong = _mistake(task, seed, step, error_rate)
-    if wrong is not None:
-        return wrong
-    sent = sum(_mistake(task, seed, k, error_rate) is None for k in range(step))
-    if sent == 0:
-        code = f"print({task.data.expression})" if task.data.expression else f"print({task.data.answer!r})"
-        return python_call(code)
-    return answer_call(task.data.answer)
+    code = f"print({task.data.expression})" if task.data.expression else f"print({task.data.answer!r})"
+    answer = answer_call(task.data.answer)
+    return scripted_step([python_call(code), answer], answer, _mistakes(task), seed, step, error_rate)
