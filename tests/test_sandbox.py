@@ -15,7 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from envs.sandbox import Sandbox, SandboxConfig, SandboxError, SandboxLimits, WorkDir, cgroup_plan, processes_of_uid
+from envs.sandbox import (
+    Sandbox,
+    SandboxConfig,
+    SandboxError,
+    SandboxLimits,
+    WorkDir,
+    cgroup_plan,
+    processes_of_uid,
+)
+from tests.loopback import loopback_server
 
 SH = "/bin/bash"
 
@@ -30,33 +39,12 @@ def need_cgroups(cgroups: bool) -> None:
 
 
 def test_loopback_server_on_the_host_is_unreachable():
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
-    server.settimeout(0.2)
-    port = server.getsockname()[1]
-    accepted, done = [], threading.Event()
-
-    def accept() -> None:
-        while not done.is_set():
-            try:
-                conn, _ = server.accept()
-                accepted.append(conn)
-            except TimeoutError:
-                continue
-
-    t = threading.Thread(target=accept)
-    t.start()
-    try:
+    with loopback_server() as (port, accepted):
         with socket.create_connection(("127.0.0.1", port), timeout=2):  # the host itself reaches it
             pass
         with Sandbox() as sb:
             rc, out, _ = sb.run([SH, "-c", f"exec 3<>/dev/tcp/127.0.0.1/{port} && echo CONNECTED; "
                                            "echo ---; cat /proc/net/dev"], timeout=10)
-    finally:
-        done.set()
-        t.join()
-        server.close()
     text = out.decode()
     assert "CONNECTED" not in text and "Connection refused" in text
     assert len(accepted) == 1  # only the host's own connection

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
-import threading
 import time
 
 import pytest
@@ -18,6 +16,7 @@ from envs.swe.env import SweConfig, SweEnv, grade
 from envs.swe.repo import Fix, SweRepo
 from envs.swe.scripted import MISTAKES, scripted_action
 from envs.swe.tasks import SUITE, instruction
+from tests.loopback import loopback_server
 
 
 def bash(command: str) -> str:
@@ -206,31 +205,11 @@ def test_editing_or_deleting_the_tests_does_not_pass_grading(env):
 
 
 def test_no_network_and_no_writes_outside_the_work_dir(env):
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
-    server.settimeout(0.2)
-    port = server.getsockname()[1]
-    accepted, done = [], threading.Event()
-
-    def accept() -> None:
-        while not done.is_set():
-            try:
-                accepted.append(server.accept()[0])
-            except TimeoutError:
-                continue
-
-    thread = threading.Thread(target=accept)
-    thread.start()
-    try:
+    with loopback_server() as (port, accepted):
         env.reset(task("slugify-edges"))
         r = env.step(bash(f"exec 3<>/dev/tcp/127.0.0.1/{port} && echo CONNECTED"))
         code = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2)"
         r2 = env.step(bash(f'python3 -c "{code}" 2>&1 | tail -n 1'))
-    finally:
-        done.set()
-        thread.join()
-        server.close()
     assert "CONNECTED" not in r.observation and "Connection refused" in r.observation
     assert "ConnectionRefusedError" in r2.observation and not accepted
     r = env.step(bash("for p in / /usr /etc /root; do touch $p/swe-marker 2>/dev/null && echo WROTE $p; done; "

@@ -20,6 +20,7 @@ from envs.toolcall.actions import answer_call, parse_action, python_call
 from envs.toolcall.env import SYSTEM_PROMPT, ToolCallConfig, ToolCallEnv
 from envs.toolcall.scripted import scripted_action
 from envs.toolcall.tasks import FAMILIES, SUITE, check_answer
+from tests.loopback import loopback_server
 
 EXPECTED_PROMPT = ('Solve the problem. Run Python with\n'
                    '<tool_call>{"name": "python", "arguments": {"code": "print(12 * 7)"}}</tool_call>\n'
@@ -191,32 +192,12 @@ def test_calls_are_isolated(env):
 
 
 def test_a_loopback_server_on_the_host_is_unreachable(env):
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
-    server.settimeout(0.2)
-    port = server.getsockname()[1]
-    accepted, done = [], threading.Event()
-
-    def accept() -> None:
-        while not done.is_set():
-            try:
-                accepted.append(server.accept()[0])
-            except TimeoutError:
-                continue
-
-    t = threading.Thread(target=accept)
-    t.start()
-    try:
+    with loopback_server() as (port, accepted):
         with socket.create_connection(("127.0.0.1", port), timeout=2):  # the host itself reaches it
             pass
         env.reset(first("gcd"))
         r = env.step(python_call(f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
                                  "print('CONNECTED')"))
-    finally:
-        done.set()
-        t.join()
-        server.close()
     assert "CONNECTED" not in r.observation and r.observation.startswith("ConnectionRefusedError")
     assert len(accepted) == 1  # only the host's own connection
 
