@@ -126,9 +126,11 @@ async def test_sync_rollouts_train_only_on_policy_samples(temporal_env, random_m
 
 async def test_async_rollout_runs_while_the_step_trains(temporal_env, random_model_path, tmp_path):
     status, history, _, _ = await _run(temporal_env.client, random_model_path, tmp_path, batch_size=4, max_steps=2,
-                                       max_staleness=1, rollout_mode="async")
+                                       max_staleness=1, rollout_mode="async",
+                                       step_sleep_s=2.0)  # a step longer than a scripted rollout
     assert (status.phase, status.step, status.policy_version, status.last_error) == ("stopped", 2, 2, "")
-    # the second rollout was started between the first train_step's scheduling and its completion
+    # a later rollout was running while the first train step ran: started before the step completed, ended after it
+    # was scheduled (it may start as soon as the first rollout ends, before the step is scheduled)
     train_scheduled = [e.event_id for e in history.events
                        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
                        and e.activity_task_scheduled_event_attributes.activity_type.name == "train_step"]
@@ -136,8 +138,11 @@ async def test_async_rollout_runs_while_the_step_trains(temporal_env, random_mod
                  if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED}
     children = [e.event_id for e in history.events
                 if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED]
+    ended = {e.child_workflow_execution_completed_event_attributes.initiated_event_id: e.event_id
+             for e in history.events if e.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED}
     first = train_scheduled[0]
-    assert any(first - 1 <= c < completed[first] for c in children[1:]), (train_scheduled, children)
+    assert any(c < completed[first] and ended.get(c, 10**9) > first for c in children[1:]), \
+        (train_scheduled, children, ended)
     await Replayer(workflows=[TrainingWorkflow]).replay_workflow(history)
 
 
