@@ -54,6 +54,7 @@ from openclaw_rl.stack import Service, Stack, engine_service, gateway_service, p
 # numbers included, where OPD's per-token teacher signal leaves them nearly alone. Runs of the same seed differ:
 # training overlaps the conversations, so batches fill in a different order.
 DEFAULT_LR = 7e-4
+DEFAULT_PPO_EPOCHS = 8
 METHODS = ("binary", "opd", "combined")
 
 
@@ -67,6 +68,7 @@ class ExperimentConfig:
     eval_problems: int = 108  # one seed's accuracy has an SD of about 0.08 at 36 problems
     rounds: int = 2  # judged answers per conversation (each followed by the user's reaction)
     lr: float = DEFAULT_LR
+    ppo_epochs: int = DEFAULT_PPO_EPOCHS  # updates per batch; a ``trainer`` entry for it wins
     batch_size: int = 16
     max_staleness: int = 1
     kl_beta: float = 0.0
@@ -89,13 +91,14 @@ class ExperimentConfig:
         bad = [m for m in self.methods if m not in METHODS]
         if bad or not self.methods:
             raise ValueError(f"unknown method(s) {bad}: choose from {', '.join(METHODS)}")
-        if self.interactions < 1 or self.seeds < 1 or self.eval_problems < 1 or self.batch_size < 1:
-            raise ValueError("interactions, seeds, eval_problems and batch_size must be >= 1")
+        if self.interactions < 1 or self.seeds < 1 or self.eval_problems < 1 or self.batch_size < 1 \
+                or self.ppo_epochs < 1:
+            raise ValueError("interactions, seeds, eval_problems, batch_size and ppo_epochs must be >= 1")
         trainer_options(self.trainer)
 
 
 TRAINER_OPTIONS = ("clip_eps", "clip_eps_high", "kl_estimator", "loss_agg", "ppo_epochs", "num_minibatches",
-                   "grad_clip", "weight_decay", "w_binary", "w_opd", "negative_credit",
+                   "grad_clip", "weight_decay", "adam_eps", "w_binary", "w_opd", "negative_credit",
                    "negative_credit_margin")
 
 
@@ -308,17 +311,26 @@ class Experiment:
 
         key_id = key.split("-")[1]
         gate, pace = asyncio.Semaphore(max(1, self.cfg.concurrency)), asyncio.Lock()
+        closed: list[str] = []  # session workflows whose conversation has ended
+        settled: set[str] = set()  # ... and whose samples are written
 
         async def one(i: int, problem: Any) -> None:
             raw = f"{run}/{problem.id}"
-            sessions.append(session_workflow_id(session_id_for(key_id, raw, [])))
+            wid = session_workflow_id(session_id_for(key_id, raw, []))
+            sessions.append(wid)
             async with gate:
                 if self.cfg.pace:  # a person answers slower than a train step: never run a batch ahead
                     async with pace:
+                        # judging lags the conversation: a batch is only visible once its sessions have written
+                        # their samples, so wait for those first, then for the run to train every full batch
+                        pending = [w for w in closed if w not in settled]
+                        await _wait_sessions(trainer.client, pending)
+                        settled.update(pending)
                         await trainer.drain()
                 # one simulated user per conversation: reproducible whatever the interleaving
                 await driver.converse(make_user(self.cfg.setting, seed * 100_003 + i), problem, session_id=raw,
                                       rounds=self.cfg.rounds)
+                closed.append(wid)
             bar.update(1)
 
         await asyncio.gather(*(one(offset + j, p) for j, p in enumerate(problems)))
@@ -450,7 +462,7 @@ class RunTrainer:
         inp = TrainingInput(run=self.run, method=self.method, batch_size=cfg.batch_size, store_url=self.store_url,
                             max_staleness=cfg.max_staleness, engines=[self.s.engine_url], model_path=str(self.model),
                             lr=cfg.lr, kl_beta=cfg.kl_beta, poll_s=1.0, max_poll_s=5.0,
-                            **trainer_options(cfg.trainer))
+                            **{"ppo_epochs": cfg.ppo_epochs, **trainer_options(cfg.trainer)})
         self.handle = await self.client.start_workflow(TRAINING_WORKFLOW, inp, id=training_workflow_id(self.run),
                                                        task_queue=self.s.task_queue_orchestrator,
                                                        result_type=TrainingStatus)
@@ -523,6 +535,8 @@ def personal_command(
     eval_problems: Annotated[int, typer.Option(help="held-out problems per evaluation")] = 108,
     rounds: Annotated[int, typer.Option(help="judged answers per conversation")] = 2,
     lr: Annotated[float, typer.Option(help="learning rate (the paper's 1e-5 is for 4B+ models)")] = DEFAULT_LR,
+    ppo_epochs: Annotated[int, typer.Option(help="PPO epochs over each batch (updates per train step)")]
+    = DEFAULT_PPO_EPOCHS,
     batch_size: Annotated[int, typer.Option(help="samples per train step (paper: 16)")] = 16,
     max_staleness: Annotated[int, typer.Option(help="train on samples up to this many versions old")] = 1,
     kl_beta: Annotated[float, typer.Option(help="KL to the base model (paper: 0 in simulation)")] = 0.0,
@@ -543,7 +557,8 @@ def personal_command(
     """Simulated user, online training, before/after evaluation on held-out problems (the paper's Table 3)."""
     cfg = ExperimentConfig(setting=setting, methods=[m.strip() for m in method.split(",") if m.strip()],
                            interactions=interactions, seeds=seeds, eval_every=eval_every, eval_problems=eval_problems,
-                           rounds=rounds, lr=lr, batch_size=batch_size, max_staleness=max_staleness, kl_beta=kl_beta,
+                           rounds=rounds, lr=lr, ppo_epochs=ppo_epochs, batch_size=batch_size,
+                           max_staleness=max_staleness, kl_beta=kl_beta,
                            trainer=_parse_trainer(trainer or []),
                            temperature=temperature, concurrency=concurrency, pace=pace, preset=preset, model_path=model,
                            out=out, keep_models=keep_models, progress=progress)

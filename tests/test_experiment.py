@@ -127,6 +127,12 @@ def test_personal_experiment_end_to_end(tmp_path: Path):
     try:
         trained = con.sql(f"SELECT count(*) FROM trained WHERE run = '{run['training_run']}'").fetchone()[0]
         assert trained == summary["samples_trained"]
+        # paced: a conversation starts only once the finished ones are judged and every full batch is trained, so
+        # the six samples come from several policy versions and none goes stale (all three batches train)
+        assert trained == 6
+        versions = con.sql(f"SELECT count(DISTINCT policy_version) FROM samples "
+                           f"WHERE run = '{run['training_run']}'").fetchone()[0]
+        assert versions >= 2
         sides = con.sql("SELECT count(*) FROM turns WHERE turn_type = 'side'").fetchone()[0]
         assert sides == 3 * 4
     finally:

@@ -181,3 +181,28 @@ def test_long_prompts_micro_batches_and_windows_keep_logprobs_exact(tmp_path: Pa
         assert receptive_field(be.model.config) == 2 * (window - 1)
     stats = be.train_step(samples)
     assert stats["n_samples"] == 4 and stats["grad_norm"] > 0
+
+
+def test_adam_eps_scales_small_gradients_down(random_model_path: Path) -> None:
+    # one AdamW update from fresh state is lr * g / (|g| + eps): with the default eps every parameter that has a
+    # gradient moves by ~lr (sign descent); with a large eps a parameter moves in proportion to its gradient
+    moves = {}
+    for eps in (1e-8, 1e-2):
+        be = TorchBackend(random_model_path, TrainConfig(lr=1e-3, adam_eps=eps, grad_clip=1e9), device="cpu")
+        before = [p.detach().clone() for p in be.model.parameters()]
+        batch = [sample([5, 6, 7], [8, 9, 10, 11], 1.0), sample([5, 6], [12, 13, 14], -1.0)]
+        for s in batch:  # rollout log-probs equal to the model's, so the update is the plain policy gradient
+            s.rollout_logprobs = be.logprobs(be.model, collate([s], be.pad_id))[0].tolist()
+        be.train_step(batch)
+        grads = torch.cat([p.grad.abs().flatten() for p in be.model.parameters()])
+        delta = torch.cat([(p.detach() - b).abs().flatten() for p, b in zip(be.model.parameters(), before)])
+        moves[eps] = (grads, delta)
+    grads, delta = moves[1e-8]
+    touched = grads > 1e-6
+    assert touched.sum() > 100
+    torch.testing.assert_close(delta[touched], torch.full_like(delta[touched], 1e-3), rtol=0.02, atol=0.0)
+    grads, delta = moves[1e-2]
+    small = touched & (grads < 1e-4)
+    assert small.sum() > 100
+    torch.testing.assert_close(delta[small], 1e-3 * grads[small] / (grads[small] + 1e-2), rtol=0.02, atol=1e-7)  # float32 weights round
+    assert delta[small].max() < 1e-5

@@ -69,6 +69,10 @@ class TrainConfig:
     micro_batch_tokens: int = 16384
     grad_clip: float = 1.0
     weight_decay: float = 0.0
+    # AdamW's epsilon. A short run (a few updates) with the default 1e-8 is sign descent: every parameter with any
+    # gradient moves by about lr per update, however small its gradient. A larger epsilon keeps the sign-like step for
+    # parameters with large gradients and scales the rest down in proportion (|g| / adam_eps).
+    adam_eps: float = 1e-8
     w_binary: float = 1.0
     w_opd: float = 1.0
     negative_credit: str = "all"  # rlcore.combined_advantages: "teacher" blames only tokens the teacher disfavours
@@ -115,13 +119,14 @@ class TorchBackend:
         self.model.eval()
         self.pad_id = int(self.model.config.pad_token_id or 0)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=self.config.lr,
-                                           weight_decay=self.config.weight_decay)
+                                           weight_decay=self.config.weight_decay,
+                                           eps=self.config.adam_eps)
 
     def set_config(self, config: TrainConfig) -> None:
         """New hyper-parameters from the next step on; the reference model is loaded when KL is first switched on."""
         self.config = config
         for group in self.optimizer.param_groups:
-            group["lr"], group["weight_decay"] = config.lr, config.weight_decay
+            group["lr"], group["weight_decay"], group["eps"] = config.lr, config.weight_decay, config.adam_eps
         if config.kl_beta > 0 and self.ref is None:
             from transformers import AutoModelForCausalLM
 

@@ -191,6 +191,7 @@ class TrainHparams:
     micro_batch_tokens: int = 16384  # padded tokens per forward pass (a longer row goes alone); 0: no limit
     grad_clip: float = 1.0
     weight_decay: float = 0.0
+    adam_eps: float = 1e-8  # AdamW's epsilon; larger: parameters with small gradients move less (see TrainConfig)
     w_binary: float = 1.0
     w_opd: float = 1.0
     negative_credit: str = "all"  # "teacher": a negative reward blames only tokens the hinted teacher disfavours
@@ -260,6 +261,7 @@ class TrainingInput:
     micro_batch_tokens: int = 16384
     grad_clip: float = 1.0
     weight_decay: float = 0.0
+    adam_eps: float = 1e-8  # AdamW's epsilon; larger: parameters with small gradients move less (see TrainConfig)
     w_binary: float = 1.0
     w_opd: float = 1.0
     negative_credit: str = "all"  # "teacher": a negative reward blames only tokens the hinted teacher disfavours

@@ -69,7 +69,8 @@ class MegatronBackend(TorchBackend):
         self.ref: torch.nn.Module | None = None
         self.model = self._build(self.base_path)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=self.config.lr,
-                                           weight_decay=self.config.weight_decay)
+                                           weight_decay=self.config.weight_decay,
+                                           eps=self.config.adam_eps)
         self.set_config(self.config)
 
     # -- model, weights, config -------------------------------------------------------------------------------------
@@ -98,7 +99,7 @@ class MegatronBackend(TorchBackend):
         """New hyper-parameters from the next step on; the reference model is built when KL is first switched on."""
         self.config = config
         for group in self.optimizer.param_groups:
-            group["lr"], group["weight_decay"] = config.lr, config.weight_decay
+            group["lr"], group["weight_decay"], group["eps"] = config.lr, config.weight_decay, config.adam_eps
         if config.kl_beta > 0 and self.ref is None:
             self.ref = self._build(self.base_path).requires_grad_(False)
 
