@@ -148,13 +148,9 @@ def _ai(p: Problem, rng: random.Random) -> str:
     return f"{head}\n\n{body}\n\n{tag.format(a=p.fmt(p.answer))}"
 
 
-# Every step names its quantity before its calculation, as the AI-looking style does ("Cost of the plants: 4 * 7 =
-# 28"): a small model picks the right numbers from the problem once it has named what it computes. With the
-# calculation first ("4 * 7 gives 28 for the cost of the plants") the default tiny model misquoted a number in 5.6% of
-# its casual answers against 0.6% in the other style (648 answers each; nearly every misquote in that form).
 _CASUAL_STEP = [
-    "{c}the {d} is {e} = {v}.", "{c}to get the {d}, I did {e} = {v}.", "{c}for the {d}, {e} = {v}.",
-    "{c}the {d} works out to {e} = {v}.", "{c}the {d} comes to {e} = {v}.",
+    "{c}the {d} is {e} = {v}.", "{c}I did {e} = {v} to get the {d}.", "{c}{e} = {v}, which is the {d}.",
+    "{c}{e} gives {v} for the {d}.", "{c}the {d} comes to {e} = {v}.",
 ]
 _FIRST = ["", "First, ", "To start, "]
 _NEXT = ["Then ", "Next, ", "After that, "]
@@ -219,7 +215,7 @@ _RIGHT_SAY = ["Your final answer of {a} is exactly right.", "And {a} is the righ
 _FIX = ["In the last step, {e} is {v}, not {w}, so the final answer should be {a}.",
         "Check your last step: {e} comes out to {v} rather than {w}, which makes the answer {a}."]
 _PRAISE = ["You correctly worked out the {d} as {e} = {v}.", "I like how you found the {d} with {e} = {v}.",
-           "Your step for the {d}, {e} = {v}, is spot on.", "You got the {d} right: {e} = {v}."]
+           "Your step {e} = {v} for the {d} is spot on.", "You got the {d} right: {e} = {v}."]
 _CLOSE = ["Keep up the great work!", "You clearly worked hard on this, keep it up!",
           "Excellent effort, I'm proud of you!", "Keep going like this!",
           "Nice job showing your steps, keep practicing!"]
