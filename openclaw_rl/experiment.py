@@ -56,8 +56,8 @@ from openclaw_rl.stack import Service, Stack, engine_service, gateway_service, p
 # under a style hint, against 0.6% for its default style); its friendly grading comments 12% (108). OPD's teacher is
 # that model under a hint, so training towards the style lands near that rate; fewer, larger updates garble more.
 # In a plain loop with the same users, judge and trainer backend (no stack), a larger AdamW epsilon (parameters with
-# small gradients move less) did not help: 1e-5 to 3e-4 traded score for
-# malformed answers along the same line, 1e-3 and above collapsed.
+# small gradients move less) did not help at lr 7e-4 and 1 epoch: 1e-5 to 3e-4 traded score for malformed answers along
+# the same line; 1e-3 (lr 3e-3) and 1e-2 (lr 3e-2) collapsed to mostly malformed text.
 DEFAULT_LR = 1e-4
 DEFAULT_PPO_EPOCHS = 8
 METHODS = ("binary", "opd", "combined")
