@@ -102,8 +102,7 @@ def demo_command(
     """Build the tiny model, start the stack, let the agent learn a simulated student's preference; before/after."""
     cfg = ExperimentConfig(setting=setting, methods=[method], interactions=interactions, seeds=seeds,
                            eval_every=eval_every, eval_problems=eval_problems, lr=lr, ppo_epochs=ppo_epochs,
-                           batch_size=batch_size,
-                           preset=preset)
+                           batch_size=batch_size, preset=preset)
     interrupt_on_sigterm()
     try:
         with Experiment(cfg) as exp:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -46,6 +45,6 @@ def test_bad_options_are_clear_errors(tiny_model_path: Path) -> None:  # noqa: F
         run(small(tiny_model_path, method="ppo"), progress=False)
     with pytest.raises(ValueError, match="unknown trainer option"):
         run(small(tiny_model_path, trainer={"adam_beta": 0.9}), progress=False)
-    out = subprocess.run([sys.executable, "-m", "openclaw_rl.cli", "experiment", "offline", "--trainer", "lr", "--model",
-                          str(tiny_model_path)], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-m", "openclaw_rl.cli", "experiment", "offline", "--trainer", "lr",
+                          "--model", str(tiny_model_path)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "KEY=VALUE" in out.stderr

@@ -204,5 +204,6 @@ def test_adam_eps_scales_small_gradients_down(random_model_path: Path) -> None:
     grads, delta = moves[1e-2]
     small = touched & (grads < 1e-4)
     assert small.sum() > 100
-    torch.testing.assert_close(delta[small], 1e-3 * grads[small] / (grads[small] + 1e-2), rtol=0.02, atol=1e-7)  # float32 weights round
+    expected = 1e-3 * grads[small] / (grads[small] + 1e-2)
+    torch.testing.assert_close(delta[small], expected, rtol=0.02, atol=1e-7)  # atol: float32 weights round
     assert delta[small].max() < 1e-5

@@ -56,12 +56,19 @@ def _prompts(problems: list[Problem], rng: random.Random) -> dict[str, list[tupl
 def sample(model: Any, tok: Any, user_messages: list[str], temperature: float, max_new_tokens: int,
            batch_size: int = 25) -> list[tuple[str, bool]]:
     """(reply text, ended with eos) for each single-turn chat, sampled with ``generate``."""
+    return sample_chats(model, tok, [[{"role": "user", "content": m}] for m in user_messages], temperature,
+                        max_new_tokens, batch_size)
+
+
+def sample_chats(model: Any, tok: Any, chats: list[list[dict[str, str]]], temperature: float, max_new_tokens: int,
+                 batch_size: int = 25) -> list[tuple[str, bool]]:
+    """(reply text, ended with eos) for each conversation, sampled with ``generate`` (left-padded batches)."""
     import torch
 
     out: list[tuple[str, bool]] = []
-    for i in range(0, len(user_messages), batch_size):
-        chats = [[{"role": "user", "content": m}] for m in user_messages[i:i + batch_size]]
-        texts = [tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in chats]
+    for i in range(0, len(chats), batch_size):
+        texts = [tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True)
+                 for c in chats[i:i + batch_size]]
         enc = tok(texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
         with torch.no_grad():
             gen = model.generate(**enc, do_sample=True, temperature=temperature, top_p=1.0, top_k=0,
