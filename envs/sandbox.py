@@ -361,8 +361,13 @@ class _UidSlot:
                 os.close(fd)
                 continue
             self.uid, self._fd = uid, fd
-            for pid in processes_of_uid(uid):  # left over from a holder that died without closing
-                _kill(pid)
+            # left over from a holder that died without closing: SIGKILL takes effect asynchronously (on a loaded
+            # host a killed process can still be listed a moment later), so wait until they are gone
+            deadline = time.monotonic() + 5.0
+            while (left := processes_of_uid(uid)) and time.monotonic() < deadline:
+                for pid in left:
+                    _kill(pid)
+                time.sleep(0.01)
             return
         raise SandboxError(f"all {count} sandbox uids from {base} are in use")
 
