@@ -62,14 +62,15 @@ class SessionActivities(EngineAndJudge):
 
     @activity.defn(name="teacher_logprobs")
     async def teacher_logprobs(self, req: TeacherRequest) -> TeacherResult:
-        """log π(a_t | s_t ⊕ hint) for the original response tokens, from the engine (max_new_tokens=0)."""
+        """log π(a_t | s_t ⊕ hint) for the original response tokens, from the engine (max_new_tokens=0), at the
+        request's temperature."""
         p = self.payload(req.turn)
         enhanced = inject_hint(p.messages, req.hint)
         prompt_ids = self.tokenizer.apply_chat_template(enhanced, tools=p.tools or None, add_generation_prompt=True,
                                                         tokenize=True)
         if hasattr(prompt_ids, "input_ids"):
             prompt_ids = prompt_ids["input_ids"]
-        lps = await self.policy.score(list(prompt_ids), list(p.response_ids))
+        lps = await self.policy.score(list(prompt_ids), list(p.response_ids), req.temperature)
         return TeacherResult(logprobs=[float(x) for x in lps], prompt_tokens=len(prompt_ids))
 
     @activity.defn(name="emit_sample")

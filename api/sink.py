@@ -96,7 +96,7 @@ class TemporalSubmitter:
         s = self.settings
         return SessionInput(session_id=ref.session_id, user=ref.user, config=SessionConfig(
             run=s.run, method=s.method, votes=s.judge_votes, judge_queue=s.task_queue_judge,
-            idle_timeout_s=s.session_idle_timeout_s))
+            idle_timeout_s=s.session_idle_timeout_s, teacher_temperature=s.teacher_temperature))
 
     async def submit(self, ref: TurnRef) -> None:
         from temporalio.service import RPCError, RPCStatusCode

@@ -17,7 +17,8 @@ from typing import Annotated, Any
 
 import typer
 
-from openclaw_rl.experiment import DEFAULT_LR, DEFAULT_PPO_EPOCHS, Experiment, ExperimentConfig, interrupt_on_sigterm
+from openclaw_rl.experiment import (DEFAULT_LR, DEFAULT_PPO_EPOCHS, DEFAULT_TEACHER_TEMPERATURE, Experiment, ExperimentConfig,
+                                    interrupt_on_sigterm)
 
 
 def pick_example(answers: list[dict[str, Any]], run: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
@@ -93,6 +94,8 @@ def demo_command(
     eval_problems: Annotated[int, typer.Option(help="held-out problems per evaluation")] = 36,
     lr: Annotated[float, typer.Option(help="learning rate")] = DEFAULT_LR,
     ppo_epochs: Annotated[int, typer.Option(help="PPO epochs over each batch")] = DEFAULT_PPO_EPOCHS,
+    teacher_temperature: Annotated[float, typer.Option(help="temperature of the OPD teacher's log-probs")]
+    = DEFAULT_TEACHER_TEMPERATURE,
     batch_size: Annotated[int, typer.Option(help="samples per train step")] = 16,
     preset: Annotated[str, typer.Option(help="tiny model preset")] = "default",
     keep_up: Annotated[bool, typer.Option("--keep-up", help="leave the stack running (Temporal UI, gateway on the "
@@ -102,7 +105,7 @@ def demo_command(
     """Build the tiny model, start the stack, let the agent learn a simulated student's preference; before/after."""
     cfg = ExperimentConfig(setting=setting, methods=[method], interactions=interactions, seeds=seeds,
                            eval_every=eval_every, eval_problems=eval_problems, lr=lr, ppo_epochs=ppo_epochs,
-                           batch_size=batch_size, preset=preset)
+                           teacher_temperature=teacher_temperature, batch_size=batch_size, preset=preset)
     interrupt_on_sigterm()
     try:
         with Experiment(cfg) as exp:

@@ -23,7 +23,8 @@ from typing import Annotated, Any
 
 import typer
 
-from openclaw_rl.experiment import DEFAULT_LR, DEFAULT_PPO_EPOCHS, METHODS, _parse_trainer, trainer_options
+from openclaw_rl.experiment import (DEFAULT_LR, DEFAULT_PPO_EPOCHS, DEFAULT_TEACHER_TEMPERATURE, METHODS, _parse_trainer,
+                                    trainer_options)
 
 
 @dataclass
@@ -37,6 +38,7 @@ class OfflineConfig:
     lr: float = DEFAULT_LR
     ppo_epochs: int = DEFAULT_PPO_EPOCHS
     kl_beta: float = 0.0
+    teacher_temperature: float = DEFAULT_TEACHER_TEMPERATURE
     batch_size: int = 16
     trainer: dict[str, Any] = field(default_factory=dict)
     temperature: float = 0.7
@@ -51,6 +53,8 @@ class OfflineConfig:
             raise ValueError(f"unknown method {self.method!r}: choose from {', '.join(METHODS)}")
         if min(self.interactions, self.seeds, self.rounds, self.eval_problems, self.batch_size, self.ppo_epochs) < 1:
             raise ValueError("interactions, seeds, rounds, eval_problems, batch_size and ppo_epochs must be >= 1")
+        if not self.teacher_temperature > 0:
+            raise ValueError(f"teacher_temperature must be > 0, got {self.teacher_temperature}")
         trainer_options(self.trainer)
 
 
@@ -71,12 +75,12 @@ class _Policy:
         return [text for text, _ in sample_chats(self.backend.model, self.tok, chats, self.temperature,
                                                  self.max_tokens)]
 
-    def logprobs(self, prompt: list[int], response: list[int]) -> list[float]:
+    def logprobs(self, prompt: list[int], response: list[int], temperature: float = 1.0) -> list[float]:
         import torch
 
         ids = torch.tensor([prompt + response])
         with torch.no_grad():
-            logits = self.backend.model(ids).logits[0, len(prompt) - 1:-1].float()
+            logits = self.backend.model(ids).logits[0, len(prompt) - 1:-1].float() / temperature
         return logits.log_softmax(-1).gather(-1, ids[0, len(prompt):, None])[:, 0].tolist()
 
 
@@ -134,7 +138,8 @@ def run_seed(cfg: OfflineConfig, model: Path, seed: int, before: bool = False) -
                 response = policy.tok(answer, add_special_tokens=False)["input_ids"] + [policy.tok.eos_token_id]
                 teacher = None
                 if cfg.method != "binary" and len(hint) > MIN_HINT_CHARS:
-                    teacher = policy.logprobs(policy.prompt_ids(inject_hint(messages, hint)), response)
+                    teacher = policy.logprobs(policy.prompt_ids(inject_hint(messages, hint)), response,
+                                              cfg.teacher_temperature)
                     hinted += 1
                 if cfg.method != "opd" or teacher is not None:  # OPD learns only where a hint was found
                     pending.append(SimpleNamespace(
@@ -192,6 +197,8 @@ def offline_command(
     lr: Annotated[float, typer.Option(help="learning rate")] = DEFAULT_LR,
     ppo_epochs: Annotated[int, typer.Option(help="PPO epochs over each batch")] = DEFAULT_PPO_EPOCHS,
     kl_beta: Annotated[float, typer.Option(help="KL to the base model")] = 0.0,
+    teacher_temperature: Annotated[float, typer.Option(help="temperature of the OPD teacher's log-probs (paper: 1.0)")]
+    = DEFAULT_TEACHER_TEMPERATURE,
     batch_size: Annotated[int, typer.Option(help="samples per train step")] = 16,
     trainer: Annotated[list[str] | None, typer.Option(help="another trainer hyper-parameter as KEY=VALUE, "
                                                            "repeatable (as in `experiment personal`)")] = None,
@@ -204,7 +211,7 @@ def offline_command(
     """The personal experiment as a plain loop without the stack (an approximation, for quick sweeps)."""
     cfg = OfflineConfig(setting=setting, method=method, interactions=interactions, seeds=seeds, rounds=rounds,
                         eval_problems=eval_problems, lr=lr, ppo_epochs=ppo_epochs, kl_beta=kl_beta,
-                        batch_size=batch_size, temperature=temperature, model_path=model, preset=preset)
+                        teacher_temperature=teacher_temperature, batch_size=batch_size, temperature=temperature, model_path=model, preset=preset)
     try:
         cfg.trainer = _parse_trainer(trainer or [])
         summary = run(cfg, progress=progress)

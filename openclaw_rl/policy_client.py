@@ -223,8 +223,9 @@ class PolicyClient:
         except aiohttp.ClientError as exc:
             raise PolicyEngineError(0, f"stream from {self.base_url} broke: {exc!r}") from exc
 
-    async def score(self, prompt_ids: list[int], response_ids: list[int]) -> list[float]:
-        """log p(response_ids[i] | prompt_ids + response_ids[:i]) under the engine's current weights.
+    async def score(self, prompt_ids: list[int], response_ids: list[int], temperature: float = 1.0) -> list[float]:
+        """log p(response_ids[i] | prompt_ids + response_ids[:i]) under the engine's current weights, of the
+        distribution at ``temperature`` (log_softmax(logits / temperature); 1.0: the model's own).
 
         SGLang's ``input_token_logprobs`` starts at ``logprob_start_len`` and its first entry is null (that position's
         predictor is not computed), so the window starts one token early, on the last prompt token, and that entry
@@ -234,8 +235,10 @@ class PolicyClient:
             raise ValueError("score needs at least one prompt token")
         if not response_ids:
             return []
+        if not temperature > 0:
+            raise ValueError(f"score needs a temperature > 0, got {temperature}")
         body = {"input_ids": list(prompt_ids) + list(response_ids),
-                "sampling_params": {"max_new_tokens": 0, "temperature": 1.0},
+                "sampling_params": {"max_new_tokens": 0, "temperature": float(temperature)},
                 "return_logprob": True, "logprob_start_len": len(prompt_ids) - 1}
         out = await self._request("POST", "/generate", body)
         if isinstance(out, list):

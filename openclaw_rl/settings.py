@@ -55,6 +55,8 @@ class Settings(BaseSettings):
     judge_votes: int = 3
     judge_latency_s: float = 0.0  # heuristic judge only: simulated time per vote
     teacher_url: str = ""  # OPD teacher log-probs; empty: the current policy engine (the paper's choice)
+    teacher_temperature: float = Field(default=1.0, gt=0, description="OPD teacher log-probs at this temperature; "
+                                       "1.0 is the paper's, below 1 a sharper teacher")
     session_idle_timeout_s: float = 1800.0
     judge_temperature: float = 0.6
 

@@ -25,6 +25,14 @@ async def test_generate_stream_and_score_agree(engine_url):
         scored = await client.score(PROMPT, gen.output_ids)
         assert len(scored) == 16
         assert max(abs(a - b) for a, b in zip(scored, gen.output_logprobs)) <= 1e-4
+        # a sharper teacher: scoring at 0.5 reproduces the log-probs of sampling at 0.5, not those at 1
+        cold = await client.generate(PROMPT, SamplingParams(max_new_tokens=16, temperature=0.5, ignore_eos=True))
+        sharp = await client.score(PROMPT, cold.output_ids, temperature=0.5)
+        assert max(abs(a - b) for a, b in zip(sharp, cold.output_logprobs)) <= 1e-4
+        plain = await client.score(PROMPT, cold.output_ids)
+        assert max(abs(a - b) for a, b in zip(sharp, plain)) > 1e-2
+        with pytest.raises(ValueError, match="temperature > 0"):
+            await client.score(PROMPT, cold.output_ids, temperature=0.0)
 
         greedy = SamplingParams(max_new_tokens=12, temperature=0.0, ignore_eos=True)
         whole = await client.generate(PROMPT, greedy)

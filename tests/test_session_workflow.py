@@ -70,7 +70,8 @@ async def test_session_pairs_turns_judges_and_emits(temporal_env, local_engine, 
         acts = SessionActivities(HeuristicJudge(), policy, store, tok)
         w1, w2 = worker_pair(client, acts, tq, jq)
         async with w1, w2:
-            cfg = SessionConfig(run="t", method="combined", votes=3, idle_timeout_s=60, judge_queue=jq)
+            cfg = SessionConfig(run="t", method="combined", votes=3, idle_timeout_s=60, judge_queue=jq,
+                                teacher_temperature=0.5)
             history: list[dict] = [{"role": "user", "content": "What is 12 plus 30?"}]
             turns = []
             t0 = await serve_turn(policy, tok, history, session)
@@ -114,6 +115,15 @@ async def test_session_pairs_turns_judges_and_emits(temporal_env, local_engine, 
     assert by_turn[2]["emitted"] is False and "no next state" in by_turn[2]["reason"]
     assert by_turn[0]["hint_accepted"] and "normal person" in by_turn[0]["hint"]
     assert len(by_turn[0]["prm_votes"]) == 3 and all(v["score"] == -1 for v in by_turn[0]["prm_votes"])
+    # the teacher's log-probs are those of the hinted prompt at the session's teacher temperature
+    from rlcore.judging import inject_hint
+
+    hinted = tok.apply_chat_template(inject_hint(t0.payload.messages, by_turn[0]["hint"]), add_generation_prompt=True,
+                                     tokenize=True)
+    hinted = hinted["input_ids"] if hasattr(hinted, "input_ids") else hinted
+    async with PolicyClient(local_engine) as policy:
+        assert s0.teacher_logprobs == pytest.approx(await policy.score(list(hinted), s0.response_ids, 0.5), abs=1e-5)
+        assert s0.teacher_logprobs != pytest.approx(await policy.score(list(hinted), s0.response_ids), abs=1e-3)
 
     # the Temporal UI can list and filter sessions by the search attributes the workflow sets
     found = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -127,3 +128,29 @@ def test_cli_info_build_and_eval(tiny_model_path: Path) -> None:  # noqa: F811
     for key in ("default_ai_style_rate", "hint_follow_rate", "teacher_default_terse_rate",
                 "teacher_hint_follow_rate", "answer_accuracy"):
         assert 0.0 <= result[key] <= 1.0
+
+
+def test_a_matching_shipped_build_is_copied_and_a_stale_one_ignored(tiny_model_path: Path, tmp_path: Path,  # noqa: F811
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import hashlib
+
+    from tinymodel import build
+
+    shipped = tmp_path / "weights"
+    shutil.copytree(tiny_model_path, shipped / "test")
+    monkeypatch.setattr(build, "SHIPPED", shipped)
+
+    def no_training(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("trained instead of copying")
+
+    monkeypatch.setattr(build, "_build", no_training)
+    out = build.build_tiny(tmp_path / "copied", "test")
+    digest = [hashlib.sha256((p / "model.safetensors").read_bytes()).hexdigest() for p in (out, tiny_model_path)]
+    assert digest[0] == digest[1] and build.is_built(out, "test")
+    with pytest.raises(RuntimeError, match="trained instead"):  # --force trains from scratch
+        build.build_tiny(tmp_path / "forced", "test", force=True)
+    stamp = json.loads((shipped / "test" / build.STAMP).read_text())
+    (shipped / "test" / build.STAMP).write_text(json.dumps(stamp | {"config_hash": "0" * 16}))
+    with pytest.raises(RuntimeError, match="trained instead"):  # stale: the sources changed since it was built
+        build.build_tiny(tmp_path / "stale", "test")
+    assert not (tmp_path / "stale").exists() and not list(tmp_path.glob(".stale.tmp-*"))

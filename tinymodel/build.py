@@ -6,6 +6,12 @@ stamp holds a hash of the preset and of the source files that shape the data; a 
 as is, so a second call returns at once. Builds take a file lock and write to a temporary folder that is renamed into
 place, so concurrent callers build once and never see half a model.
 
+Shipped builds: ``tinymodel/weights/<preset>/`` may hold a finished build of a preset (the same files and stamp). When
+the folder asked for holds no matching build and the shipped one's stamp matches the current sources, it is copied
+into place instead of training (seconds instead of half an hour); ``force`` always trains from scratch, and a shipped
+build whose stamp no longer matches (the corpus or the recipe changed) is ignored. The build is bit-reproducible on
+one CPU thread, so ``build-tiny --force`` remakes the shipped weights.
+
 Training is plain next-token cross-entropy on assistant tokens only (everything else is context), AdamW with linear
 warm-up and cosine decay, fresh synthetic conversations every step (no epochs).
 
@@ -35,6 +41,9 @@ from pathlib import Path
 from typing import Any
 
 STAMP = "build_stamp.json"
+SHIPPED = Path(__file__).resolve().parent / "weights"
+_MODEL_FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                STAMP)
 _SOURCES = ["envs/personal/problems.py", "envs/personal/styles.py", "envs/personal/agent_prompt.py", "tinymodel/corpus.py",
             "tinymodel/toolcall_rows.py",
             "tinymodel/tokenizer.py", "tinymodel/chat_template.py", "tinymodel/build.py"]
@@ -119,7 +128,8 @@ def _locked(path: Path):  # noqa: ANN202
 
 def build_tiny(out_dir: Path | None = None, preset: str = "default", force: bool = False,
                progress: bool = True) -> Path:
-    """Build (or reuse) the tiny model of ``preset`` in ``out_dir`` (default: ``default_path(preset)``)."""
+    """Build (or reuse, or copy the matching shipped build of) the tiny model of ``preset`` in ``out_dir`` (default:
+    ``default_path(preset)``)."""
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose from {sorted(PRESETS)}")
     out = Path(out_dir) if out_dir is not None else default_path(preset)
@@ -131,10 +141,16 @@ def build_tiny(out_dir: Path | None = None, preset: str = "default", force: bool
             raise FileExistsError(f"{out} exists and holds no tiny-model build; refusing to overwrite it")
         tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
+        shipped = SHIPPED / preset
         try:
-            stamp = _build(cfg, tmp, progress)
-            stamp |= {"preset": preset, "config_hash": config_hash(cfg)}
-            (tmp / STAMP).write_text(json.dumps(stamp, indent=2) + "\n")
+            if not force and is_built(shipped, preset):
+                tmp.mkdir(parents=True)
+                for name in _MODEL_FILES:
+                    shutil.copy2(shipped / name, tmp / name)
+            else:
+                stamp = _build(cfg, tmp, progress)
+                stamp |= {"preset": preset, "config_hash": config_hash(cfg)}
+                (tmp / STAMP).write_text(json.dumps(stamp, indent=2) + "\n")
             shutil.rmtree(out, ignore_errors=True)
             tmp.rename(out)
         finally:

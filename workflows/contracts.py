@@ -73,6 +73,7 @@ class SessionConfig:
     judge_timeout_s: float = 120.0  # per vote
     max_turns_per_run: int = 200  # continue-as-new after this many turns (or when the server suggests it)
     judge_queue: str = "openclaw-judge"  # votes, teacher log-probs and sample writes run here
+    teacher_temperature: float = 1.0  # OPD teacher log-probs at this temperature (1.0: the paper's; < 1 sharper)
 
 
 @dataclass
@@ -113,6 +114,7 @@ class JudgeRequest:
 class TeacherRequest:
     turn: TurnRef
     hint: str
+    temperature: float = 1.0  # of the teacher distribution (SessionConfig.teacher_temperature)
 
 
 @dataclass

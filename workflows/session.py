@@ -149,7 +149,8 @@ class SessionWorkflow:
             teacher: TeacherResult | None = None
             if decision.emit and decision.use_teacher and hint:
                 teacher = await workflow.execute_activity(
-                    "teacher_logprobs", TeacherRequest(turn=turn, hint=hint), result_type=TeacherResult,
+                    "teacher_logprobs", TeacherRequest(turn=turn, hint=hint, temperature=cfg.teacher_temperature),
+                    result_type=TeacherResult,
                     task_queue=cfg.judge_queue, start_to_close_timeout=timedelta(seconds=cfg.judge_timeout_s),
                     retry_policy=IO_RETRY)
             result = await workflow.execute_activity(
