@@ -40,11 +40,33 @@ def test_opd_trains_only_answers_with_a_hint_and_binary_every_answer(tiny_model_
     assert opd["samples_trained"] == opd["with_hint"] - opd["with_hint"] % 4
 
 
+def test_the_teacher_temperature_is_the_teacher_log_probs_temperature(tiny_model_path: Path) -> None:  # noqa: F811
+    import torch
+    from transformers import AutoTokenizer
+
+    from openclaw_rl.experiment_offline import _Policy
+    from trainer.torch_backend import TorchBackend, TrainConfig
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_path)
+    policy = _Policy(TorchBackend(tiny_model_path, TrainConfig(), device="cpu"), tok, 0.7, 16)
+    prompt = policy.prompt_ids([{"role": "user", "content": "What is 2 + 3?"}])
+    response = tok("2 + 3 = 5. So the answer is 5.", add_special_tokens=False)["input_ids"]
+    ids = torch.tensor([prompt + response])
+    with torch.no_grad():
+        logits = policy.backend.model(ids).logits[0, len(prompt) - 1:-1].float()
+    for t in (1.0, 0.5):
+        want = (logits / t).log_softmax(-1).gather(-1, ids[0, len(prompt):, None])[:, 0]
+        assert policy.logprobs(prompt, response, t) == pytest.approx(want.tolist(), abs=1e-5)
+    assert policy.logprobs(prompt, response, 0.5) != pytest.approx(policy.logprobs(prompt, response), abs=1e-3)
+
+
 def test_bad_options_are_clear_errors(tiny_model_path: Path) -> None:  # noqa: F811
     with pytest.raises(ValueError, match="unknown method"):
         run(small(tiny_model_path, method="ppo"), progress=False)
     with pytest.raises(ValueError, match="unknown trainer option"):
         run(small(tiny_model_path, trainer={"adam_beta": 0.9}), progress=False)
+    with pytest.raises(ValueError, match="teacher_temperature must be > 0"):
+        run(small(tiny_model_path, teacher_temperature=0.0), progress=False)
     out = subprocess.run([sys.executable, "-m", "openclaw_rl.cli", "experiment", "offline", "--trainer", "lr",
                           "--model", str(tiny_model_path)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "KEY=VALUE" in out.stderr

@@ -154,3 +154,13 @@ def test_a_matching_shipped_build_is_copied_and_a_stale_one_ignored(tiny_model_p
     with pytest.raises(RuntimeError, match="trained instead"):  # stale: the sources changed since it was built
         build.build_tiny(tmp_path / "stale", "test")
     assert not (tmp_path / "stale").exists() and not list(tmp_path.glob(".stale.tmp-*"))
+
+
+def test_the_shipped_default_build_matches_the_sources() -> None:
+    """A change to the corpus or the recipe needs a new shipped build (`build-tiny --force`, then copy it into
+    tinymodel/weights/default/), or every fresh machine trains the default model for half an hour."""
+    from tinymodel.build import PRESETS, SHIPPED, config_hash, is_built, read_stamp
+
+    stamp = read_stamp(SHIPPED / "default") or {}
+    assert is_built(SHIPPED / "default", "default"), (stamp.get("config_hash"), config_hash(PRESETS["default"]))
+    assert stamp["preset"] == "default" and stamp["params"] > 0
