@@ -63,7 +63,7 @@ DEFAULT_PPO_EPOCHS = 8
 # The OPD teacher's log-probs at temperature T: log_softmax(logits / T) (the paper: 1). OPD moves each token's
 # probability towards the teacher's, so at 1 the student inherits the hinted base model's spread, misquoted numbers
 # included; below 1 the teacher keeps what it prefers and drops what it only tolerates. Measured at 0.5 against 1:
-#   plain loop (`experiment offline`, student, 36 interactions, seeds 0-5): combined malformed 0.074 -> 0.057, score
+#   plain loop (`experiment offline`, student, 36 interactions, seeds 0-5): combined malformed 0.074 -> 0.054, score
 #     0.90 -> 0.93; teacher, 24 interactions, 3 seeds: 0.71 (malformed 0.27) -> 0.74 (0.24)
 #   on the stack (3 seeds): student combined 0.88 (worst 0.83, malformed 0.062) -> 0.91 (worst 0.86, malformed 0.065;
 #     seeds 0.019 / 0.046 / 0.130), OPD alone 0.81 -> 0.57; teacher combined 0.74 (0.14) -> 0.73 (0.13), OPD alone
