@@ -17,8 +17,8 @@ from typing import Annotated, Any
 
 import typer
 
-from openclaw_rl.experiment import (DEFAULT_LR, DEFAULT_PPO_EPOCHS, DEFAULT_TEACHER_TEMPERATURE, Experiment, ExperimentConfig,
-                                    interrupt_on_sigterm)
+from openclaw_rl.experiment import (DEFAULT_LR, DEFAULT_PPO_EPOCHS, DEFAULT_TEACHER_TEMPERATURE, Experiment,
+                                    ExperimentConfig, interrupt_on_sigterm)
 
 
 def pick_example(answers: list[dict[str, Any]], run: str) -> tuple[dict[str, Any], dict[str, Any]] | None:

@@ -23,8 +23,8 @@ from typing import Annotated, Any
 
 import typer
 
-from openclaw_rl.experiment import (DEFAULT_LR, DEFAULT_PPO_EPOCHS, DEFAULT_TEACHER_TEMPERATURE, METHODS, _parse_trainer,
-                                    trainer_options)
+from openclaw_rl.experiment import (DEFAULT_LR, DEFAULT_PPO_EPOCHS, DEFAULT_TEACHER_TEMPERATURE, METHODS,
+                                    _parse_trainer, trainer_options)
 
 
 @dataclass
@@ -211,7 +211,8 @@ def offline_command(
     """The personal experiment as a plain loop without the stack (an approximation, for quick sweeps)."""
     cfg = OfflineConfig(setting=setting, method=method, interactions=interactions, seeds=seeds, rounds=rounds,
                         eval_problems=eval_problems, lr=lr, ppo_epochs=ppo_epochs, kl_beta=kl_beta,
-                        teacher_temperature=teacher_temperature, batch_size=batch_size, temperature=temperature, model_path=model, preset=preset)
+                        teacher_temperature=teacher_temperature, batch_size=batch_size, temperature=temperature,
+                        model_path=model, preset=preset)
     try:
         cfg.trainer = _parse_trainer(trainer or [])
         summary = run(cfg, progress=progress)

@@ -42,8 +42,6 @@ from typing import Any
 
 STAMP = "build_stamp.json"
 SHIPPED = Path(__file__).resolve().parent / "weights"
-_MODEL_FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-                STAMP)
 _SOURCES = ["envs/personal/problems.py", "envs/personal/styles.py", "envs/personal/agent_prompt.py", "tinymodel/corpus.py",
             "tinymodel/toolcall_rows.py",
             "tinymodel/tokenizer.py", "tinymodel/chat_template.py", "tinymodel/build.py"]
@@ -144,9 +142,7 @@ def build_tiny(out_dir: Path | None = None, preset: str = "default", force: bool
         shipped = SHIPPED / preset
         try:
             if not force and is_built(shipped, preset):
-                tmp.mkdir(parents=True)
-                for name in _MODEL_FILES:
-                    shutil.copy2(shipped / name, tmp / name)
+                shutil.copytree(shipped, tmp)
             else:
                 stamp = _build(cfg, tmp, progress)
                 stamp |= {"preset": preset, "config_hash": config_hash(cfg)}
