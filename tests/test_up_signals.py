@@ -255,7 +255,8 @@ def test_signal_during_model_build(up_env: dict[str, str], ups: list[Up], tmp_pa
     """With no model at OPENCLAW_MODEL_PATH, `up` builds the tiny model first; SIGHUP then stops it promptly, and no
     half-built model is left behind."""
     model = tmp_path / "models" / "tiny-qwen3"
-    env = {**up_env, "OPENCLAW_MODEL_PATH": str(model)}
+    (tmp_path / "no-shipped").mkdir()  # no shipped build to copy: it trains
+    env = {**up_env, "OPENCLAW_MODEL_PATH": str(model), "OPENCLAW_TINY_SHIPPED": str(tmp_path / "no-shipped")}
     up = start_up(ups, env, tmp_path)
     up.wait_for(lambda: "building the tiny model" in up.err.read_text(), what="building the model")
     time.sleep(2.0)  # well inside the build

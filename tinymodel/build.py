@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import Any
 
 STAMP = "build_stamp.json"
-SHIPPED = Path(__file__).resolve().parent / "weights"
+# finished builds that ship with the project (``OPENCLAW_TINY_SHIPPED`` names another folder; an empty one: none)
+SHIPPED = Path(os.environ.get("OPENCLAW_TINY_SHIPPED") or Path(__file__).resolve().parent / "weights")
 _SOURCES = ["envs/personal/problems.py", "envs/personal/styles.py", "envs/personal/agent_prompt.py", "tinymodel/corpus.py",
             "tinymodel/toolcall_rows.py",
             "tinymodel/tokenizer.py", "tinymodel/chat_template.py", "tinymodel/build.py"]
