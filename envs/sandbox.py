@@ -341,6 +341,19 @@ def processes_of_uid(uid: int) -> list[int]:
     return [p for p, (_, u) in _proc_table().items() if u == uid]
 
 
+def sweep_uid(uid: int, seconds: float = 10.0) -> None:
+    """SIGKILL every process of ``uid`` until none is listed. SIGKILL takes effect asynchronously (on a loaded host a
+    killed process, or the pid 1 of a sandbox that has just exited, can still be listed a moment later), so this
+    waits; a process that outlives ``seconds`` is a SandboxError, never a sandbox shared with a stranger."""
+    deadline = time.monotonic() + seconds
+    while left := processes_of_uid(uid):
+        if time.monotonic() > deadline:
+            raise SandboxError(f"processes {left[:8]} of sandbox uid {uid} survive SIGKILL after {seconds:.0f} s")
+        for pid in left:
+            _kill(pid)
+        time.sleep(0.01)
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # uid slots
 # ---------------------------------------------------------------------------------------------------------------------
@@ -361,13 +374,11 @@ class _UidSlot:
                 os.close(fd)
                 continue
             self.uid, self._fd = uid, fd
-            # left over from a holder that died without closing: SIGKILL takes effect asynchronously (on a loaded
-            # host a killed process can still be listed a moment later), so wait until they are gone
-            deadline = time.monotonic() + 5.0
-            while (left := processes_of_uid(uid)) and time.monotonic() < deadline:
-                for pid in left:
-                    _kill(pid)
-                time.sleep(0.01)
+            try:
+                sweep_uid(uid)  # left over from a holder that died without closing
+            except SandboxError:
+                self.release()
+                raise
             return
         raise SandboxError(f"all {count} sandbox uids from {base} are in use")
 
@@ -433,6 +444,8 @@ class Sandbox:
             plan = cgroup_plan() if config.cgroups else _CgroupPlan("none", {}, note="disabled by configuration")
             self.cgroups = _Cgroups(plan, self.id, config.limits)
             self._preflight()
+            if self._slot is not None:  # the preflight's pid 1 can outlive the bwrap that waited for it
+                sweep_uid(self.uid)
         except BaseException:
             self.close()
             raise

@@ -176,13 +176,22 @@ def test_workdir_reads_never_follow_links_out(tmp_path):
     assert isinstance(WorkDir(tmp_path).files(), list)
 
 
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 def test_what_a_dead_holder_left_is_swept_by_the_next_sandbox_of_its_uid():
     cfg = SandboxConfig(uid_base=250_000, uid_count=1)  # one uid: the next sandbox must get the same one
     dead = Sandbox(cfg)
     sleeper = dead.spawn(["/bin/sleep", "300"])
     (dead.work_dir / "left.txt").write_text("from the dead episode")
-    time.sleep(0.2)
-    assert processes_of_uid(dead.uid)
+    deadline = time.monotonic() + 10
+    while "sleep" not in [_comm(p) for p in processes_of_uid(dead.uid)]:
+        assert time.monotonic() < deadline, "the sleeper did not start"
+        time.sleep(0.05)
     dead._slot.release()  # its worker died: the lock goes, nothing was closed
     with Sandbox(cfg) as fresh:
         assert fresh.uid == dead.uid and fresh.work_dir == dead.work_dir
