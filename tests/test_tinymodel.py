@@ -121,7 +121,9 @@ def test_cli_info_build_and_eval(tiny_model_path: Path) -> None:  # noqa: F811
     data = json.loads(info.stdout)
     assert data["params"] == data["stamp"]["params"] > 0 and data["has_chat_template"]
     built = runner.invoke(app, ["build-tiny", "--preset", "test", "--out", str(tiny_model_path)])
-    assert built.exit_code == 0 and json.loads(built.stdout)["seconds"] < 5
+    assert built.exit_code == 0 and json.loads(built.stdout)["this_time"] == "reused"
+    unknown = runner.invoke(app, ["build-tiny", "--preset", "huge", "--out", str(tiny_model_path)])
+    assert unknown.exit_code == 2 and "unknown preset 'huge'" in unknown.output
     rates = runner.invoke(app, ["eval", str(tiny_model_path), "--n", "2"])
     assert rates.exit_code == 0, rates.output
     result = json.loads(rates.stdout)
@@ -147,6 +149,13 @@ def test_a_matching_shipped_build_is_copied_and_a_stale_one_ignored(tiny_model_p
     out = build.build_tiny(tmp_path / "copied", "test")
     digest = [hashlib.sha256((p / "model.safetensors").read_bytes()).hexdigest() for p in (out, tiny_model_path)]
     assert digest[0] == digest[1] and build.is_built(out, "test")
+    from typer.testing import CliRunner
+
+    from tinymodel.cli import app
+
+    cli = CliRunner().invoke(app, ["build-tiny", "--preset", "test", "--out", str(tmp_path / "by-cli")])
+    assert cli.exit_code == 0, cli.output
+    assert json.loads(cli.stdout)["this_time"] == f"copied from {shipped / 'test'}"
     with pytest.raises(RuntimeError, match="trained instead"):  # --force trains from scratch
         build.build_tiny(tmp_path / "forced", "test", force=True)
     stamp = json.loads((shipped / "test" / build.STAMP).read_text())
