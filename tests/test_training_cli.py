@@ -122,3 +122,45 @@ async def _wait_phase(handle, phase: str, timeout_s: float = 30.0) -> TrainingSt
         assert asyncio.get_running_loop().time() < deadline, f"phase {status.phase!r}, wanted {phase!r}"
         await asyncio.sleep(0.1)
 
+
+
+async def test_the_installed_command_exits_cleanly_after_a_temporal_call(temporal_env, cli_env, tmp_path):
+    """The real `openclaw-rl` process, not CliRunner: a client-only command used to abort now and then at interpreter
+    teardown (temporalio's Rust threads, exit 134) after its work was done; now its exit code is the command's own."""
+    import sys
+
+    env = {**__import__("os").environ}
+    run = f"proc-{uuid.uuid4().hex[:6]}"
+    argv = [sys.executable, "-m", "openclaw_rl.cli", "train"]
+    for attempt in range(3):
+        done = await asyncio.to_thread(subprocess.run, [*argv, "start", "--run", f"{run}-{attempt}", "--engine",
+                                                        "http://127.0.0.1:9"], capture_output=True, text=True,
+                                       env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["workflow_id"] == f"training/{run}-{attempt}"
+        await temporal_env.client.get_workflow_handle(f"training/{run}-{attempt}").terminate("test over")
+    missing = await asyncio.to_thread(subprocess.run, [*argv, "stop", "--run", f"{run}-none"], capture_output=True,
+                                      text=True, env=env, timeout=120)
+    assert missing.returncode == 1 and "not found" in missing.stderr + missing.stdout
+
+
+def test_the_exit_past_the_temporal_bridge_still_does_the_teardowns_work(tmp_path):
+    import sys
+
+    script = f"""
+import atexit, pathlib, threading, time
+import temporalio.bridge.temporal_sdk_bridge
+from openclaw_rl.cli import _exit_past_the_temporal_bridge
+out = pathlib.Path({str(tmp_path)!r})
+atexit.register(lambda: (out / "atexit").write_text("ran"))
+threading.Thread(target=lambda: (time.sleep(0.3), (out / "thread").write_text("joined"))).start()
+print("buffered", end="")
+_exit_past_the_temporal_bridge(CODE)
+"""
+    done = subprocess.run([sys.executable, "-c", script.replace("CODE", "3")], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 3 and done.stdout == "buffered"
+    assert (tmp_path / "atexit").read_text() == "ran" and (tmp_path / "thread").read_text() == "joined"
+    said = subprocess.run([sys.executable, "-c", script.replace("CODE", "'no such run'")], capture_output=True,
+                          text=True, timeout=60)
+    assert said.returncode == 1 and "no such run" in said.stderr
