@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import atexit
 import json
-import os
 import sys
-import threading
 import time
 from typing import Annotated
 
 import typer
 
+from openclaw_rl.process_exit import exit_past_the_temporal_bridge
 from openclaw_rl.settings import get_settings
 
 app = typer.Typer(help="OpenClaw-RL: agents that learn from being used.", no_args_is_help=True,
@@ -187,27 +185,7 @@ def main() -> None:
     except SystemExit as done:
         if "temporalio.bridge.temporal_sdk_bridge" not in sys.modules:
             raise
-        _exit_past_the_temporal_bridge(done.code)
-
-
-def _exit_past_the_temporal_bridge(code: object) -> None:
-    """Exit without the interpreter's teardown once a Temporal client has been made: the SDK's Rust threads can still
-    release the GIL while Python finalizes, and the process then aborts (`Fatal Python error: PyGILState_Release`,
-    exit 134) after its work is done (temporalio/sdk-python#300; 2 of 25 `train start` runs here). What the teardown
-    would do for us is done first: other threads joined, atexit handlers run (record writers flush), streams flushed."""
-    if code is not None and not isinstance(code, int):
-        print(code, file=sys.stderr)
-        code = 1
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(code or 0)
+        exit_past_the_temporal_bridge(done.code)
 
 
 if __name__ == "__main__":

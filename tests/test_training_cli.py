@@ -150,12 +150,12 @@ def test_the_exit_past_the_temporal_bridge_still_does_the_teardowns_work(tmp_pat
     script = f"""
 import atexit, pathlib, threading, time
 import temporalio.bridge.temporal_sdk_bridge
-from openclaw_rl.cli import _exit_past_the_temporal_bridge
+from openclaw_rl.process_exit import exit_past_the_temporal_bridge
 out = pathlib.Path({str(tmp_path)!r})
 atexit.register(lambda: (out / "atexit").write_text("ran"))
 threading.Thread(target=lambda: (time.sleep(0.3), (out / "thread").write_text("joined"))).start()
 print("buffered", end="")
-_exit_past_the_temporal_bridge(CODE)
+exit_past_the_temporal_bridge(CODE)
 """
     done = subprocess.run([sys.executable, "-c", script.replace("CODE", "3")], capture_output=True, text=True,
                           timeout=60)

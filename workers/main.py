@@ -15,6 +15,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from openclaw_rl.logging import get_logger, log_startup
+from openclaw_rl.process_exit import exit_past_the_temporal_bridge
 from openclaw_rl.settings import Settings, get_settings
 
 QUEUES = ("orchestrator", "judge", "env", "trainer")
@@ -220,6 +221,7 @@ def main(argv: list[str] | None = None) -> None:
         p.error(f"unknown queue(s) {bad}; choose from {QUEUES}")
     log_startup("workers")
     asyncio.run(run(queues))
+    exit_past_the_temporal_bridge(0)  # stopped cleanly: no abort in the interpreter's teardown
 
 
 if __name__ == "__main__":
