@@ -69,6 +69,16 @@ DEFAULT_PPO_EPOCHS = 8
 #     seeds 0.019 / 0.046 / 0.130), OPD alone 0.81 -> 0.57; teacher combined 0.74 (0.14) -> 0.73 (0.13), OPD alone
 #     0.61 (0.11) -> 0.52 (0.08)
 # The stack did not confirm the loop's drop in malformed answers and OPD alone learnt less, so the default stays 1.
+# Other levers on the stack, combined only, 3 seeds (score, worst seed, malformed after): each one trades style learnt
+# for malformed answers along one line whose floor is the hinted base model's own misquote rate (student 0.056):
+#   student, 36 interactions (defaults: 0.88, 0.83, 0.062): --kl-beta 0.1: 0.84, 0.78, 0.056; --kl-beta 0.05 with
+#     --teacher-temperature 0.5: 0.88, 0.87, 0.056; clip_eps_high=0.2: 0.92, 0.86, 0.059; --ppo-epochs 4: 0.69,
+#     0.61, 0.046
+#   teacher, 24 interactions (defaults: 0.74, 0.69, 0.14): --kl-beta 0.1: 0.61, 0.57, 0.10 (binary 0.55, OPD 0.46);
+#     --batch-size 8: 0.78, 0.75, 0.20; --batch-size 8 --kl-beta 0.05: 0.79, 0.75, 0.15
+# (the plain loop had KL 0.05-0.1 halving the teacher's malformed answers, 0.27 -> 0.12-0.13, at a higher score; the
+# stack did not repeat it). A 6-layer base model (1.44M parameters, 1681 s to build) misquoted as often under a hint
+# (student 0.056, teacher 0.083); a 192-wide one trained for the same steps far more (0.38, 0.75).
 DEFAULT_TEACHER_TEMPERATURE = 1.0
 METHODS = ("binary", "opd", "combined")
 
