@@ -9,7 +9,7 @@ import threading
 
 
 def exit_past_the_temporal_bridge(code: object) -> None:
-    """Exit without the interpreter's teardown once a Temporal client has been made: the SDK's Rust threads can still
+    """Exit without the interpreter's teardown once the Temporal SDK's bridge is loaded: its Rust threads can still
     release the GIL while Python finalizes, and the process then aborts (`Fatal Python error: PyGILState_Release`,
     exit 134) after its work is done (temporalio/sdk-python#300; 2 of 25 `train start` runs here). What the teardown
     would do for us is done first: other threads joined, atexit handlers run (record writers flush), streams flushed."""

@@ -123,13 +123,14 @@ async def _wait_phase(handle, phase: str, timeout_s: float = 30.0) -> TrainingSt
         await asyncio.sleep(0.1)
 
 
-
-async def test_the_installed_command_exits_cleanly_after_a_temporal_call(temporal_env, cli_env, tmp_path):
+async def test_the_installed_command_exits_cleanly_after_a_temporal_call(temporal_env, cli_env):
     """The real `openclaw-rl` process, not CliRunner: a client-only command used to abort now and then at interpreter
-    teardown (temporalio's Rust threads, exit 134) after its work was done; now its exit code is the command's own."""
+    teardown (temporalio's Rust threads, exit 134; 2 of 25 runs) after its work was done. Three runs catch that only
+    sometimes; what they always check is that the exit code and output are the command's own."""
+    import os
     import sys
 
-    env = {**__import__("os").environ}
+    env = dict(os.environ)
     run = f"proc-{uuid.uuid4().hex[:6]}"
     argv = [sys.executable, "-m", "openclaw_rl.cli", "train"]
     for attempt in range(3):

@@ -129,13 +129,19 @@ def build_tiny(out_dir: Path | None = None, preset: str = "default", force: bool
                progress: bool = True) -> Path:
     """Build (or reuse, or copy the matching shipped build of) the tiny model of ``preset`` in ``out_dir`` (default:
     ``default_path(preset)``)."""
+    return provide_tiny(out_dir, preset, force, progress)[0]
+
+
+def provide_tiny(out_dir: Path | None = None, preset: str = "default", force: bool = False,
+                 progress: bool = True) -> tuple[Path, str]:
+    """``build_tiny``, also saying what it did: "reused", "copied from <shipped folder>" or "trained"."""
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose from {sorted(PRESETS)}")
     out = Path(out_dir) if out_dir is not None else default_path(preset)
     cfg = PRESETS[preset]
     with _locked(out):
         if not force and is_built(out, preset):
-            return out
+            return out, "reused"
         if out.exists() and any(out.iterdir()) and read_stamp(out) is None:
             raise FileExistsError(f"{out} exists and holds no tiny-model build; refusing to overwrite it")
         tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
@@ -144,7 +150,9 @@ def build_tiny(out_dir: Path | None = None, preset: str = "default", force: bool
         try:
             if not force and is_built(shipped, preset):
                 shutil.copytree(shipped, tmp)
+                how = f"copied from {shipped}"
             else:
+                how = "trained"
                 stamp = _build(cfg, tmp, progress)
                 stamp |= {"preset": preset, "config_hash": config_hash(cfg)}
                 (tmp / STAMP).write_text(json.dumps(stamp, indent=2) + "\n")
@@ -152,7 +160,7 @@ def build_tiny(out_dir: Path | None = None, preset: str = "default", force: bool
             tmp.rename(out)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-    return out
+    return out, how
 
 
 def ensure_tiny(preset: str = "default") -> Path:

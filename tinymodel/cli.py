@@ -27,16 +27,11 @@ def build_tiny_command(
     force: Annotated[bool, typer.Option("--force", help="rebuild even if a matching build exists")] = False,
 ) -> None:
     """Build the tiny Qwen3 model from scratch (seeded, CPU); a matching earlier build is reused at once."""
-    from tinymodel.build import PRESETS, SHIPPED, build_tiny, default_path, is_built, read_stamp
+    from tinymodel.build import provide_tiny, read_stamp
 
-    if preset not in PRESETS:
-        raise typer.BadParameter(f"unknown preset {preset!r}; choose from {sorted(PRESETS)}")
     started = time.monotonic()
     try:
-        target = out if out is not None else default_path(preset)
-        how = "trained" if force else "reused" if is_built(target, preset) \
-            else f"copied from {SHIPPED / preset}" if is_built(SHIPPED / preset, preset) else "trained"
-        path = build_tiny(out, preset, force=force)
+        path, how = provide_tiny(out, preset, force=force)
     except (ValueError, FileExistsError) as exc:
         raise typer.BadParameter(str(exc)) from exc
     stamp = read_stamp(path) or {}
