@@ -9,6 +9,7 @@ import random
 import pytest
 
 from activities.judges import HeuristicJudge
+from envs.personal.evaluate import EVAL_SEED, heldout_problems
 from envs.personal.problems import Problem, Step, generate
 from envs.personal.scoring import (
     find_comment_flaw,
@@ -240,7 +241,7 @@ class _Driver:
 
 
 def test_evaluation_reports_the_degenerate_rate() -> None:
-    from envs.personal.evaluate import evaluate, heldout_problems
+    from envs.personal.evaluate import evaluate
 
     problems = heldout_problems(6)
     broken = {p.id for p in problems[:2]}
@@ -271,3 +272,16 @@ def test_degenerate_measure_on_the_test_model(tiny_model_path) -> None:  # noqa:
         flagged = sum(part["flaws"].values())
         assert part["degenerate_rate"] == pytest.approx(flagged / n) and len(part["examples"]) == flagged
         assert all(ex["reason"] and ex["problem"] for ex in part["examples"])
+    assert result["problem_seed"] == EVAL_SEED
+
+
+def test_degenerate_measure_draws_a_separate_validation_set(tiny_model_path) -> None:  # noqa: ANN001, F811
+    from envs.personal.degenerate import measure
+
+    n, other = 4, EVAL_SEED + 1
+    result = measure(tiny_model_path, n=n, max_new_tokens=24, examples=n, problem_seed=other)
+    drawn = {p.question for p in heldout_problems(n, other)}
+    assert result["problem_seed"] == other and not drawn & {p.question for p in heldout_problems(n)}
+    examples = [ex for key in ("student_first", "student_hinted") for ex in result[key]["examples"]]
+    assert examples  # 24 new tokens cannot hold a finished answer
+    assert all(ex["problem"] in drawn for ex in examples)

@@ -27,7 +27,10 @@ HINTS = {"student": st.STUDENT_HINTS_HELDOUT, "teacher": st.TEACHER_HINTS_HELDOU
 
 
 def measure(path: Path, n: int = 108, temperature: float = 0.7, max_new_tokens: int = 320, examples: int = 5,
-            seed: int = 0) -> dict[str, Any]:
+            seed: int = 0, problem_seed: int = EVAL_SEED) -> dict[str, Any]:
+    """``problem_seed`` draws the held-out problems and the users' openings: the experiment's own (``EVAL_SEED``) by
+    default; another draws a separate validation set, for choosing between models without looking at the
+    experiment's problems."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -36,10 +39,10 @@ def measure(path: Path, n: int = 108, temperature: float = 0.7, max_new_tokens: 
     torch.manual_seed(seed)
     tok = AutoTokenizer.from_pretrained(str(path))
     model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32).eval()
-    problems, rng = heldout_problems(n), random.Random(seed)
-    out: dict[str, Any] = {"model": str(path), "problems": n, "temperature": temperature}
+    problems, rng = heldout_problems(n, problem_seed), random.Random(seed)
+    out: dict[str, Any] = {"model": str(path), "problems": n, "problem_seed": problem_seed, "temperature": temperature}
     for setting in ("student", "teacher"):
-        user = make_user(setting, EVAL_SEED)
+        user = make_user(setting, problem_seed)
         prompts = [user.opening(p) for p in problems]
         hinted = [inject_hint([{"role": "user", "content": m}], rng.choice(HINTS[setting]))[0]["content"]
                   for m in prompts]
@@ -67,12 +70,15 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=108, help="held-out problems")
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--examples", type=int, default=5, help="flagged answers shown per setting and condition")
+    parser.add_argument("--problem-seed", type=int, default=EVAL_SEED,
+                        help="draw of held-out problems and openings (default: the experiment's own)")
     args = parser.parse_args()
     import torch
 
     torch.set_num_threads(1)  # small matmuls: one thread is as fast and leaves the other cores alone
     path = Path(args.model) if args.model else Path(get_settings().model_path)
-    print(json.dumps(measure(path, args.n, args.temperature, examples=args.examples), indent=2))
+    print(json.dumps(measure(path, args.n, args.temperature, examples=args.examples,
+                                  problem_seed=args.problem_seed), indent=2))
 
 
 if __name__ == "__main__":
