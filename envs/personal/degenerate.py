@@ -6,6 +6,13 @@ The experiment's evaluation (``envs.personal.evaluate``) in miniature: the same 
 (``tinymodel.evaluate.sample``) at the evaluation's temperature. ``hinted`` asks each problem once more with a held-out
 style hint appended the way OPD's teacher prompt carries it: the style that training moves towards. Prints JSON: per
 setting and condition the degenerate rate, the count per flaw and the first few flagged answers with their reasons.
+
+Measured on a validation draw (``--problem-seed 424242 --n 216``; student first / hinted, teacher first / hinted):
+the shipped build (4 layers) 0.005 / 0.051, 0.014 / 0.111. Builds tried against it, each once: 6 layers with half the
+default comments friendly and no answer-first casual template, seed 0: 0.079 / 0.093, 0.065 / 0.130, and seed 1:
+0.028 / 0.065, 0.111 / 0.250; quoting-practice rows (the grader asks what the student wrote, in work with slips) and
+no answer-first template, 4 layers: 0.037 / 0.074, 0.009 / 0.134, and 6 layers: 0.037 / 0.074, 0.005 / 0.074. Two seeds
+of one recipe differ by as much as any recipe change did, and none came near 0.03 for both hinted rates.
 """
 
 from __future__ import annotations
