@@ -12,7 +12,10 @@ the shipped build (4 layers) 0.005 / 0.051, 0.014 / 0.111. Builds tried against 
 default comments friendly and no answer-first casual template, seed 0: 0.079 / 0.093, 0.065 / 0.130, and seed 1:
 0.028 / 0.065, 0.111 / 0.250; quoting-practice rows (the grader asks what the student wrote, in work with slips) and
 no answer-first template, 4 layers: 0.037 / 0.074, 0.009 / 0.134, and 6 layers: 0.037 / 0.074, 0.005 / 0.074. Two seeds
-of one recipe differ by as much as any recipe change did, and none came near 0.03 for both hinted rates.
+of one recipe differ by as much as any recipe change did, and none came near 0.03 for both hinted rates. On the stack
+(combined, 3 seeds) the malformed share after training follows the hinted rate: the shipped build gives student 0.062,
+teacher 0.14; the 6-layer quoting-practice build student 0.083 (score 0.74, worst seed 0.69), teacher 0.105 (0.83,
+worst 0.81).
 """
 
 from __future__ import annotations
