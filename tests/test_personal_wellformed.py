@@ -279,9 +279,15 @@ def test_degenerate_measure_draws_a_separate_validation_set(tiny_model_path) -> 
     from envs.personal.degenerate import measure
 
     n, other = 4, EVAL_SEED + 1
-    result = measure(tiny_model_path, n=n, max_new_tokens=24, examples=n, problem_seed=other)
+    result = measure(tiny_model_path, n=n, max_new_tokens=24, examples=2 * n, problem_seed=other, draws=2)
     drawn = {p.question for p in heldout_problems(n, other)}
     assert result["problem_seed"] == other and not drawn & {p.question for p in heldout_problems(n)}
     examples = [ex for key in ("student_first", "student_hinted") for ex in result[key]["examples"]]
     assert examples  # 24 new tokens cannot hold a finished answer
     assert all(ex["problem"] in drawn for ex in examples)
+    for key in ("student_first", "student_hinted", "teacher_first", "teacher_hinted"):
+        part = result[key]
+        assert len(part["per_draw"]) == 2 and part["degenerate_rate"] == pytest.approx(sum(part["per_draw"]) / 2)
+        assert sum(part["flaws"].values()) == round(part["degenerate_rate"] * 2 * n) == len(part["examples"])
+    with pytest.raises(ValueError, match="draws"):
+        measure(tiny_model_path, n=1, draws=0)

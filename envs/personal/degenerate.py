@@ -5,7 +5,8 @@ The experiment's evaluation (``envs.personal.evaluate``) in miniature: the same 
 (``EVAL_SEED``, a fresh simulated user per setting), sampled with plain transformers ``generate``
 (``tinymodel.evaluate.sample``) at the evaluation's temperature. ``hinted`` asks each problem once more with a held-out
 style hint appended the way OPD's teacher prompt carries it: the style that training moves towards. Prints JSON: per
-setting and condition the degenerate rate, the count per flaw and the first few flagged answers with their reasons.
+setting and condition the degenerate rate (with its binomial standard error and, for ``--draws K``, the rate of each of
+the K samplings), the count per flaw and the first few flagged answers with their reasons.
 
 Measured on a validation draw (``--problem-seed 424242 --n 216``; student first / hinted, teacher first / hinted):
 the shipped build (4 layers) 0.005 / 0.051, 0.014 / 0.111. Builds tried against it, each once: 6 layers with half the
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 from collections import Counter
 from pathlib import Path
@@ -37,10 +39,13 @@ HINTS = {"student": st.STUDENT_HINTS_HELDOUT, "teacher": st.TEACHER_HINTS_HELDOU
 
 
 def measure(path: Path, n: int = 108, temperature: float = 0.7, max_new_tokens: int = 320, examples: int = 5,
-            seed: int = 0, problem_seed: int = EVAL_SEED) -> dict[str, Any]:
+            seed: int = 0, problem_seed: int = EVAL_SEED, draws: int = 1) -> dict[str, Any]:
     """``problem_seed`` draws the held-out problems and the users' openings: the experiment's own (``EVAL_SEED``) by
     default; another draws a separate validation set, for choosing between models without looking at the
-    experiment's problems."""
+    experiment's problems. ``draws`` samples every problem that many times (the hint drawn again each time): one draw
+    of 216 problems has a standard error of about 0.02 at these rates, as large as most differences between builds."""
+    if draws < 1:
+        raise ValueError(f"draws must be at least 1, got {draws}")
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -50,22 +55,29 @@ def measure(path: Path, n: int = 108, temperature: float = 0.7, max_new_tokens: 
     tok = AutoTokenizer.from_pretrained(str(path))
     model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32).eval()
     problems, rng = heldout_problems(n, problem_seed), random.Random(seed)
-    out: dict[str, Any] = {"model": str(path), "problems": n, "problem_seed": problem_seed, "temperature": temperature}
+    out: dict[str, Any] = {"model": str(path), "problems": n, "problem_seed": problem_seed, "draws": draws,
+                           "temperature": temperature}
     for setting in ("student", "teacher"):
         user = make_user(setting, problem_seed)
+        teacher = isinstance(user, SimulatedTeacher)
         prompts = [user.opening(p) for p in problems]
-        hinted = [inject_hint([{"role": "user", "content": m}], rng.choice(HINTS[setting]))[0]["content"]
-                  for m in prompts]
-        for condition, messages in (("first", prompts), ("hinted", hinted)):
-            replies = sample(model, tok, messages, temperature, max_new_tokens)
-            flaws = []
-            for p, (text, _) in zip(problems, replies, strict=True):
-                teacher = isinstance(user, SimulatedTeacher)
-                flaws.append(flaw_of(setting, text, p, user.work.get(p.id, "") if teacher else "",
-                                     user.marks.get(p.id, "") if teacher else ""))
-            flagged = [(p, text, f) for p, (text, _), f in zip(problems, replies, flaws, strict=True) if f]
+        for condition in ("first", "hinted"):
+            flagged, per_draw = [], []
+            for _ in range(draws):
+                messages = prompts if condition == "first" else [
+                    inject_hint([{"role": "user", "content": m}], rng.choice(HINTS[setting]))[0]["content"]
+                    for m in prompts]
+                replies = sample(model, tok, messages, temperature, max_new_tokens)
+                found = [(p, text, f) for p, (text, _) in zip(problems, replies, strict=True)
+                         if (f := flaw_of(setting, text, p, user.work.get(p.id, "") if teacher else "",
+                                          user.marks.get(p.id, "") if teacher else ""))]
+                flagged += found
+                per_draw.append(round(len(found) / n, 4))
+            rate = len(flagged) / (n * draws)
             out[f"{setting}_{condition}"] = {
-                "degenerate_rate": round(len(flagged) / n, 4),
+                "degenerate_rate": round(rate, 4),
+                "stderr": round(math.sqrt(rate * (1 - rate) / (n * draws)), 4),
+                "per_draw": per_draw,
                 "flaws": dict(Counter(f.kind for _, _, f in flagged).most_common()),
                 "examples": [{"problem": p.question, "answer": text, "reason": f.reason}
                              for p, text, f in flagged[:examples]]}
@@ -82,13 +94,14 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=5, help="flagged answers shown per setting and condition")
     parser.add_argument("--problem-seed", type=int, default=EVAL_SEED,
                         help="draw of held-out problems and openings (default: the experiment's own)")
+    parser.add_argument("--draws", type=int, default=1, help="samples per problem and condition (averaged)")
     args = parser.parse_args()
     import torch
 
     torch.set_num_threads(1)  # small matmuls: one thread is as fast and leaves the other cores alone
     path = Path(args.model) if args.model else Path(get_settings().model_path)
     print(json.dumps(measure(path, args.n, args.temperature, examples=args.examples,
-                                  problem_seed=args.problem_seed), indent=2))
+                                  problem_seed=args.problem_seed, draws=args.draws), indent=2))
 
 
 if __name__ == "__main__":
