@@ -8,15 +8,15 @@ style hint appended the way OPD's teacher prompt carries it: the style that trai
 setting and condition the degenerate rate (with its binomial standard error and, for ``--draws K``, the rate of each of
 the K samplings), the count per flaw and the first few flagged answers with their reasons.
 
-Measured on a validation draw (``--problem-seed 424242 --n 216``; student first / hinted, teacher first / hinted):
-the shipped build (4 layers) 0.005 / 0.051, 0.014 / 0.111. Builds tried against it, each once: 6 layers with half the
-default comments friendly and no answer-first casual template, seed 0: 0.079 / 0.093, 0.065 / 0.130, and seed 1:
-0.028 / 0.065, 0.111 / 0.250; quoting-practice rows (the grader asks what the student wrote, in work with slips) and
-no answer-first template, 4 layers: 0.037 / 0.074, 0.009 / 0.134, and 6 layers: 0.037 / 0.074, 0.005 / 0.074. Two seeds
-of one recipe differ by as much as any recipe change did, and none came near 0.03 for both hinted rates. On the stack
-(combined, 3 seeds) the malformed share after training follows the hinted rate: the shipped build gives student 0.062,
-teacher 0.14; the 6-layer quoting-practice build student 0.083 (score 0.74, worst seed 0.69), teacher 0.105 (0.83,
-worst 0.81).
+Measured on a validation draw (``--problem-seed 424242 --n 216 --draws 3``; hinted rate, student / teacher, each
+± about 0.01): the shipped build (4 layers) 0.053 / 0.130; the same recipe with 6 layers 0.071 / 0.108; 6 layers with
+more friendly practice (``default_ai`` 0.6, ``default_terse`` 0.5) 0.076 / 0.071; 6 layers with quoting-practice rows
+(the grader asks what the student wrote, in work with slips) and no answer-first casual template 0.060 / 0.073. With
+one draw, two seeds of one 6-layer recipe (half the default comments friendly, no answer-first template) gave
+0.093 / 0.130 and 0.065 / 0.250: a single build says little. Deeper models with more comment practice halve the
+teacher's rate; none lowered the student's. On the stack (combined, 3 seeds) the malformed share after training
+follows the hinted rate: the shipped build gives student 0.062, teacher 0.14; the quoting-practice build student 0.083
+(score 0.74, worst seed 0.69), teacher 0.105 (score 0.83, worst seed 0.81).
 """
 
 from __future__ import annotations
