@@ -8,7 +8,8 @@ but has its documented columns; columns that records carry beyond those are adde
     session workflow, see ``judgements``), user VARCHAR, turn_type VARCHAR ('main'|'side'),
     model VARCHAR, prompt_tokens BIGINT, cached_tokens BIGINT (served from the engine's prefix cache),
     completion_tokens BIGINT, latency_ms DOUBLE, finish_reason VARCHAR, policy_version BIGINT, recorded_at TIMESTAMPTZ, version BIGINT, date DATE, archived BOOLEAN
-``judgements`` (records/judgements): session VARCHAR, turn BIGINT, sample_id VARCHAR, reward DOUBLE,
+``judgements`` (records/judgements): session VARCHAR, turn BIGINT, user VARCHAR, kind VARCHAR (the sample's method),
+    emitted BOOLEAN (whether a sample was written), reason VARCHAR (why not), sample_id VARCHAR, reward DOUBLE,
     hint VARCHAR, hint_accepted BOOLEAN, method VARCHAR, policy_version BIGINT, recorded_at TIMESTAMPTZ,
     version BIGINT, date DATE, archived BOOLEAN
 ``events`` (records/events): event VARCHAR, source VARCHAR, message VARCHAR, session VARCHAR, user VARCHAR,
@@ -54,8 +55,9 @@ RECORD_COLUMNS = {
     "turns": "session VARCHAR, turn BIGINT, user VARCHAR, turn_type VARCHAR, model VARCHAR, prompt_tokens BIGINT, "
              "cached_tokens BIGINT, completion_tokens BIGINT, latency_ms DOUBLE, finish_reason VARCHAR, "
              + _RECORD_COMMON,
-    "judgements": "session VARCHAR, turn BIGINT, sample_id VARCHAR, reward DOUBLE, hint VARCHAR, "
-                  "hint_accepted BOOLEAN, method VARCHAR, " + _RECORD_COMMON,
+    "judgements": "session VARCHAR, turn BIGINT, user VARCHAR, kind VARCHAR, emitted BOOLEAN, reason VARCHAR, "
+                  "sample_id VARCHAR, reward DOUBLE, hint VARCHAR, hint_accepted BOOLEAN, method VARCHAR, "
+                  + _RECORD_COMMON,
     "events": "event VARCHAR, source VARCHAR, message VARCHAR, session VARCHAR, user VARCHAR, turn_type VARCHAR, "
               "model VARCHAR, prompt_tokens BIGINT, max_tokens BIGINT, context_length BIGINT, " + _RECORD_COMMON,
 }

@@ -83,6 +83,9 @@ def test_empty_store_has_documented_columns(tmp_path: Path) -> None:
     assert {"sample_id", "reward", "version", "archived"} <= set(con.sql("SELECT * FROM samples").columns)
     assert con.sql("SELECT * FROM trained").columns == ["sample_id", "step", "trained_at", "run"]
     assert "degenerate_rate" in con.sql("SELECT * FROM experiments").columns
+    # what the session's judging activity writes on every record binds before the first judgement is written
+    assert con.sql("SELECT turn, emitted, sample_id, reason, policy_version FROM judgements "
+                   "WHERE session = 'k:s' ORDER BY turn").fetchall() == []
 
 
 def run_sql(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
