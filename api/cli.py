@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import socket
 import threading
 import time
@@ -32,10 +33,47 @@ def serve(
                 access_log=False, timeout_graceful_shutdown=10)
 
 
+def _ephemeral_low(default: int = 32768) -> int:
+    """The low end of the kernel's range for outbound connections' local ports."""
+    try:
+        return int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return default
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct loopback TCP ports free right now, for servers about to start.
+
+    Chosen below the kernel's ephemeral range when there is room (10000 up to it): a port from that range can be
+    taken by any outbound connection between this check and the server's bind, the Temporal dev server's own
+    connections among them (its UI then fails with "address already in use"). All are held at once while choosing,
+    so none repeats."""
+    low, high = 10_000, _ephemeral_low() - 1
+    rng, held = random.SystemRandom(), []
+    try:
+        for _ in range(50 * n if high - low >= 1000 else 0):
+            if len(held) == n:
+                break
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", rng.randint(low, high)))
+            except OSError:
+                s.close()
+                continue
+            held.append(s)
+        while len(held) < n:  # no room below the range, or unlucky: let the kernel choose
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            held.append(s)
+        return [s.getsockname()[1] for s in held]
+    finally:
+        for s in held:
+            s.close()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback TCP port free right now (see ``free_ports``)."""
+    return free_ports(1)[0]
 
 
 @contextmanager

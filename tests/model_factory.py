@@ -92,17 +92,10 @@ def random_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def free_ports(n: int) -> list[int]:
-    """``n`` distinct loopback ports free right now (all bound at once, so none repeats)."""
-    import socket
+    """``n`` distinct loopback ports free right now (``api.cli.free_ports``)."""
+    from api.cli import free_ports as pick
 
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+    return pick(n)
 
 
 @contextmanager

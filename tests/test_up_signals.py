@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from api.cli import free_port
+from api.cli import free_ports
 from openclaw_rl.stack import port_open
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")]
@@ -166,10 +166,7 @@ def status(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def up_env(tmp_path: Path, random_model_path: Path) -> dict[str, str]:
-    ports: set[int] = set()
-    while len(ports) < 4:
-        ports.add(free_port())
-    temporal, ui, engine, gateway = sorted(ports)
+    temporal, ui, engine, gateway = free_ports(4)
     return {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(tmp_path), "OPENCLAW_RUNTIME_DIR": str(tmp_path / "rt"),
             "OPENCLAW_TEMPORAL_ADDRESS": f"127.0.0.1:{temporal}", "OPENCLAW_TEMPORAL_UI_PORT": str(ui),
             "OPENCLAW_ENGINE_PORT": str(engine), "OPENCLAW_GATEWAY_PORT": str(gateway),
