@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -36,7 +37,7 @@ def serve(
 def _ephemeral_low(default: int = 32768) -> int:
     """The low end of the kernel's range for outbound connections' local ports."""
     try:
-        return int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return default
 
@@ -50,10 +51,10 @@ def free_ports(n: int) -> list[int]:
     so none repeats."""
     low, high = 10_000, _ephemeral_low() - 1
     rng, held = random.SystemRandom(), []
+    tries = 50 * n if high - low >= 1000 else 0
     try:
-        for _ in range(50 * n if high - low >= 1000 else 0):
-            if len(held) == n:
-                break
+        while len(held) < n and tries > 0:
+            tries -= 1
             s = socket.socket()
             try:
                 s.bind(("127.0.0.1", rng.randint(low, high)))

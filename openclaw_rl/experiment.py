@@ -79,8 +79,7 @@ DEFAULT_PPO_EPOCHS = 8
 #   --trainer negative_credit=teacher (a negative reward blames only the tokens the hinted teacher disfavours, so
 #     numbers it would have copied as well are not pushed down): student 0.90, 0.89, 0.059; teacher 0.79, 0.69, 0.14
 # (the plain loop had KL 0.05-0.1 halving the teacher's malformed answers, 0.27 -> 0.12-0.13, at a higher score; the
-# stack did not repeat it). A 6-layer base model (1.44M parameters, 1681 s to build) misquoted as often under a hint
-# (student 0.056, teacher 0.083); a 192-wide one trained for the same steps far more (0.38, 0.75).
+# stack did not repeat it). Other base models and their hinted misquote rates: envs/personal/degenerate.py.
 DEFAULT_TEACHER_TEMPERATURE = 1.0
 METHODS = ("binary", "opd", "combined")
 
