@@ -25,6 +25,7 @@ from api.errors import OpenAIError, install_error_handlers
 from api.render import PromptRenderer
 from api.routes import chat, health, models
 from api.sink import Submitter, TemporalSubmitter, TurnSink
+from openclaw_rl.generation_defaults import SamplingDefaults, load_sampling_defaults
 from openclaw_rl.keys import KeyStore
 from openclaw_rl.logging import configure_logging, get_logger
 from openclaw_rl.settings import Settings, get_settings
@@ -69,14 +70,30 @@ class BodyLimit:
         await self.app(scope, limited, send)
 
 
-def _load_tokenizer(settings: Settings, info: dict[str, Any]) -> Any:
-    """The model's tokenizer (and chat template): from ``settings.model_path``, else the path the engine reports."""
-    from transformers import AutoTokenizer
-
+def _model_folder(settings: Settings, info: dict[str, Any]) -> Path:
+    """Where the model's tokenizer and generation config are: ``settings.model_path``, else the path the engine
+    reports."""
     path = Path(settings.model_path)
     if not (path / "tokenizer_config.json").exists():
         path = Path(info.get("tokenizer_path") or info.get("model_path") or path)
-    return AutoTokenizer.from_pretrained(str(path))
+    return path
+
+
+def _load_tokenizer(settings: Settings, info: dict[str, Any]) -> Any:
+    """The model's tokenizer (and chat template), from ``_model_folder``."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(_model_folder(settings, info)))
+
+
+def _sampling_defaults(settings: Settings, info: dict[str, Any]) -> SamplingDefaults:
+    """What a request that leaves out temperature, top_p or top_k gets (``openclaw_rl.generation_defaults``). A broken
+    generation config is logged and the OpenAI values are used: it must not keep the gateway from serving."""
+    try:
+        return load_sampling_defaults(_model_folder(settings, info), settings.sampling_defaults)
+    except ValueError as e:
+        log.warning("model sampling defaults unusable; using temperature 1, top_p 1", error=str(e))
+        return SamplingDefaults()
 
 
 async def _model_info(policy: Any) -> dict[str, Any]:
@@ -131,11 +148,13 @@ def create_app(settings: Settings | None = None, *, policy: Any = None, temporal
                      keys=keys or KeyStore.in_runtime_dir(s.runtime_dir), sink=sink,
                      model_name=info.get("served_model_name") or Path(s.model_path).name,
                      context_length=_context_length(info, tok, Path(s.model_path)),
-                     default_max_tokens=s.gateway_default_max_tokens, records=writer)
+                     default_max_tokens=s.gateway_default_max_tokens, records=writer,
+                     sampling_defaults=_sampling_defaults(s, info))
         app.state.gateway = gw
         gc.freeze()  # start-up objects (tokenizer, torch via transformers) leave the collector's scans: no long pauses
         log.info("gateway ready", engine=s.engine_url, temporal=s.temporal_address, model=gw.model_name,
-                 context_length=gw.context_length, spooled=sink.state()["pending"])
+                 context_length=gw.context_length, spooled=sink.state()["pending"],
+                 sampling_defaults=gw.sampling_defaults.as_dict())
         try:
             yield
         finally:

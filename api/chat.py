@@ -126,11 +126,10 @@ def _sampling(gw: Gateway, body: ChatCompletionRequest, prompt_len: int) -> Samp
     requested = body.max_completion_tokens or body.max_tokens
     if prompt_len >= limit or (requested and prompt_len + requested > limit):
         raise ContextLengthExceeded(limit, prompt_len, requested)
+    temperature, top_p, top_k = gw.sampling_defaults.resolve(body.temperature, body.top_p, body.top_k)
     return SamplingParams(
         max_new_tokens=requested or min(limit - prompt_len, gw.default_max_tokens),
-        temperature=1.0 if body.temperature is None else body.temperature,
-        top_p=1.0 if body.top_p is None else body.top_p,
-        top_k=-1 if body.top_k in (None, 0) else body.top_k,
+        temperature=temperature, top_p=top_p, top_k=top_k,
         stop=[body.stop] if isinstance(body.stop, str) else (list(body.stop) if body.stop else None),
         sampling_seed=body.seed,
     )
@@ -181,6 +180,7 @@ def turn_job(gw: Gateway, t: PreparedTurn, done: Completed) -> TurnJob:
                   "tool_calls": done.tool_calls, "finish_reason": done.finish_reason,
                   "prompt_tokens": len(prompt_ids), "served_prompt_tokens": len(t.prompt_ids),
                   "completion_tokens": len(done.output_ids), "cached_tokens": done.cached_tokens,
+                  "temperature": t.sampling.temperature, "top_p": t.sampling.top_p, "top_k": t.sampling.top_k,
                   "internal_context_stripped": stripped,
                   "session_done": t.session_done, "created_at": t.created_at}
         return ref, record

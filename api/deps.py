@@ -12,6 +12,7 @@ from fastapi import Depends, Request
 from api.errors import OpenAIError
 from api.render import PromptRenderer
 from api.sink import TurnSink
+from openclaw_rl.generation_defaults import SamplingDefaults
 from openclaw_rl.keys import ApiKey, KeyStore
 from openclaw_rl.settings import Settings
 
@@ -29,6 +30,7 @@ class Gateway:
     context_length: int
     default_max_tokens: int
     records: Any = None  # RecordWriter (or any object with its append) for the gateway's own events
+    sampling_defaults: SamplingDefaults = field(default_factory=SamplingDefaults)  # for what a request leaves out
     rejected: Counter[str] = field(default_factory=Counter)  # refused requests by error code, since start
 
 

@@ -25,6 +25,10 @@ def serve(
         "--incremental-streaming-output", help="stream deltas instead of cumulative chunks (SGLang's flag)")] = False,
     disable_radix_cache: Annotated[bool, typer.Option(
         "--disable-radix-cache", help="compute every prompt in full, keep no prefix cache (SGLang's flag)")] = False,
+    sampling_defaults: Annotated[str | None, typer.Option(
+        "--sampling-defaults", help="what an OpenAI request leaves out of temperature/top_p/top_k: the model's "
+                                    "generation_config.json (model) or 1/1/none (openai); default: settings "
+                                    "(SGLang's flag)")] = None,
 ) -> None:
     """Serve a model over SGLang's native HTTP API (subset) with continuous batching and hot weight swaps."""
     import uvicorn
@@ -39,6 +43,7 @@ def serve(
     config = EngineConfig(model_path=model or s.model_path, max_batch=max_batch, context_length=context_length,
                           weight_version=weight_version, served_model_name=served_model_name, api_key=api_key,
                           threads=threads, incremental_streaming_output=incremental_streaming_output,
-                          prefix_cache=not disable_radix_cache)
+                          prefix_cache=not disable_radix_cache,
+                          sampling_defaults=sampling_defaults or s.sampling_defaults)
     uvicorn.run(create_app(config), host=host or s.engine_host, port=port or s.engine_port, log_level="warning",
                 access_log=False)

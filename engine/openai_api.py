@@ -46,11 +46,11 @@ def _reqs(body: ChatCompletionRequest, state: EngineState) -> list[Req]:
         raise BadRequest(f"{len(prompt)} prompt tokens + {max_new} completion tokens exceed the context length {ctx}")
     stop = [body.stop] if isinstance(body.stop, str) else list(body.stop or [])
     top = (body.top_logprobs or 0) if body.logprobs else 0
+    temperature, top_p, top_k = state.sampling_defaults.resolve(body.temperature, body.top_p, body.top_k)
     reqs = []
     for i in range(body.n):
         seed = None if body.seed is None else body.seed + i
-        sampling = SamplingConfig(max_new_tokens=max_new, temperature=body.temperature, top_p=body.top_p,
-                                  top_k=body.top_k if body.top_k > 0 else -1, stop=stop,
+        sampling = SamplingConfig(max_new_tokens=max_new, temperature=temperature, top_p=top_p, top_k=top_k, stop=stop,
                                   stop_token_ids=list(body.stop_token_ids or []), ignore_eos=body.ignore_eos,
                                   skip_special_tokens=body.skip_special_tokens, seed=seed)
         reqs.append(Req(input_ids=list(prompt), sampling=sampling, return_logprob=body.logprobs,

@@ -160,9 +160,9 @@ class ChatCompletionRequest(BaseModel):
     messages: list[ChatMessage] = Field(min_length=1)
     max_tokens: int | None = Field(default=None, ge=0)
     max_completion_tokens: int | None = Field(default=None, ge=0)
-    temperature: float = Field(default=1.0, ge=0.0)
-    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    top_k: int = -1
+    temperature: float | None = Field(default=None, ge=0.0)  # None: the model's default (engine sampling_defaults)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    top_k: int | None = None
     n: int = Field(default=1, ge=1, le=64)
     stop: str | list[str] | None = None
     stop_token_ids: list[int] | None = None

@@ -30,6 +30,7 @@ from engine.sampling import SamplingConfig
 from engine.schemas import (AbortReq, DetokenizeRequest, PauseGenerationReqInput, TokenizeRequest,
                             UpdateWeightFromDiskReqInput)
 from engine.state import BadRequest, EngineConfig, EngineState, State, check_api_key, parse
+from openclaw_rl.generation_defaults import load_sampling_defaults
 from openclaw_rl.logging import get_logger
 
 log = get_logger("engine.server")
@@ -54,7 +55,8 @@ def build_state(config: EngineConfig) -> EngineState:
     runner = Runner(weights, tokenizer, slots=config.max_batch, context_len=ctx, prefix_cache=config.prefix_cache)
     scheduler = Scheduler(runner, weights, max_running=config.max_batch)
     return EngineState(config=config, scheduler=scheduler, tokenizer=tokenizer, context_len=ctx,
-                       vocab_size=weights.config.vocab_size)
+                       vocab_size=weights.config.vocab_size,
+                       sampling_defaults=load_sampling_defaults(config.model_path, config.sampling_defaults))
 
 
 def create_app(config: EngineConfig) -> FastAPI:
@@ -65,7 +67,8 @@ def create_app(config: EngineConfig) -> FastAPI:
         state.scheduler.start()
         gc.freeze()  # the model and torch's start-up objects leave the collector's scans: shorter pauses mid-decode
         log.info("engine ready", model_path=str(config.model_path), context_len=state.context_len,
-                 max_batch=config.max_batch, weight_version=state.scheduler.weights.version)
+                 max_batch=config.max_batch, weight_version=state.scheduler.weights.version,
+                 sampling_defaults=state.sampling_defaults.as_dict())
         try:
             yield
         finally:

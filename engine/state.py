@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from engine.runner import Tokenizer
 from engine.scheduler import Scheduler
+from openclaw_rl.generation_defaults import SamplingDefaults
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -27,6 +28,7 @@ class EngineConfig:
     threads: int | None = None
     incremental_streaming_output: bool = False
     prefix_cache: bool = True  # reuse the keys/values of a cached prompt prefix (engine/prefix_cache.py)
+    sampling_defaults: str = "model"  # for what an OpenAI request leaves out: generation_config.json, or "openai"
 
     @property
     def model_name(self) -> str:
@@ -40,6 +42,7 @@ class EngineState:
     tokenizer: Tokenizer
     context_len: int
     vocab_size: int
+    sampling_defaults: SamplingDefaults = field(default_factory=SamplingDefaults)
     counters: dict[str, int] = field(default_factory=lambda: {"requests": 0, "aborted_requests": 0})
 
 

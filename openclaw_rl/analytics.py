@@ -7,7 +7,9 @@ but has its documented columns; columns that records carry beyond those are adde
 ``turns`` (records/turns): session VARCHAR, turn BIGINT (NULL in the gateway's records: turns are numbered by the
     session workflow, see ``judgements``), user VARCHAR, turn_type VARCHAR ('main'|'side'),
     model VARCHAR, prompt_tokens BIGINT, cached_tokens BIGINT (served from the engine's prefix cache),
-    completion_tokens BIGINT, latency_ms DOUBLE, finish_reason VARCHAR, policy_version BIGINT, recorded_at TIMESTAMPTZ, version BIGINT, date DATE, archived BOOLEAN
+    completion_tokens BIGINT, latency_ms DOUBLE, finish_reason VARCHAR, temperature DOUBLE, top_p DOUBLE, top_k BIGINT
+    (what the reply was sampled at: the request's values, else the model's defaults; NULL in records written before
+    they were kept), policy_version BIGINT, recorded_at TIMESTAMPTZ, version BIGINT, date DATE, archived BOOLEAN
 ``judgements`` (records/judgements): session VARCHAR, turn BIGINT, user VARCHAR, kind VARCHAR (the sample's method),
     emitted BOOLEAN (whether a sample was written), reason VARCHAR (why not), sample_id VARCHAR, reward DOUBLE,
     hint VARCHAR, hint_accepted BOOLEAN, method VARCHAR, policy_version BIGINT, recorded_at TIMESTAMPTZ,
@@ -54,6 +56,7 @@ _RECORD_COMMON = "policy_version BIGINT, recorded_at TIMESTAMPTZ, version BIGINT
 RECORD_COLUMNS = {
     "turns": "session VARCHAR, turn BIGINT, user VARCHAR, turn_type VARCHAR, model VARCHAR, prompt_tokens BIGINT, "
              "cached_tokens BIGINT, completion_tokens BIGINT, latency_ms DOUBLE, finish_reason VARCHAR, "
+             "temperature DOUBLE, top_p DOUBLE, top_k BIGINT, "
              + _RECORD_COMMON,
     "judgements": "session VARCHAR, turn BIGINT, user VARCHAR, kind VARCHAR, emitted BOOLEAN, reason VARCHAR, "
                   "sample_id VARCHAR, reward DOUBLE, hint VARCHAR, hint_accepted BOOLEAN, method VARCHAR, "

@@ -44,6 +44,9 @@ class Settings(BaseSettings):
     gateway_port: int = 8000
     gateway_max_body_bytes: int = Field(default=8 * 1024 * 1024, gt=0, description="larger request bodies get a 413")
     gateway_default_max_tokens: int = Field(default=4096, gt=0, description="completion cap when a request sets none")
+    sampling_defaults: Literal["model", "openai"] = Field(
+        default="model", description="temperature/top_p/top_k a request leaves out: the model's generation_config.json "
+                                     "(model) or 1/1/none (openai)")
     gateway_spool_retry_max_s: float = Field(default=10.0, gt=0, description="spool replay backoff ceiling")
     http_timeout_s: float = 120.0
     http_connect_timeout_s: float = 5.0

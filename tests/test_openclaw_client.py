@@ -202,6 +202,7 @@ def _train_one_step(stack: dict[str, Any], batch_size: int) -> Any:
 @pytest.mark.timeout(2400)
 def test_openclaw_session_is_served_judged_and_trained(openclaw: Install, stack: dict[str, Any],
                                                        tmp_path: Path) -> None:
+    from openclaw_rl.generation_defaults import load_sampling_defaults
     from openclaw_rl.keys import KeyStore
     from workflows.contracts import policy_version_of
 
@@ -224,9 +225,12 @@ def test_openclaw_session_is_served_judged_and_trained(openclaw: Install, stack:
     model_calls = sum(t.assistant_turns or 1 for t in result.turns)  # 5, more if the model called a tool
 
     # served: every main turn in OpenClaw's own session, everything else it sent is a side turn
-    turns = _wait_rows(stack, "SELECT session, turn_type, policy_version, prompt_tokens, cached_tokens, latency_ms "
-                              f"FROM turns WHERE user = '{key_id}' ORDER BY recorded_at", model_calls, timeout_s=60)
+    turns = _wait_rows(stack, "SELECT session, turn_type, policy_version, prompt_tokens, cached_tokens, latency_ms, "
+                              f"temperature FROM turns WHERE user = '{key_id}' ORDER BY recorded_at", model_calls,
+                       timeout_s=60)
     main = [t for t in turns if t["turn_type"] == "main"]
+    # OpenClaw sends no temperature: every reply is sampled at the model's own (its generation_config.json)
+    assert {t["temperature"] for t in turns} == {load_sampling_defaults(stack["settings"].model_path).temperature}
     assert [t["session"] for t in main] == [session] * model_calls, turns
     assert all(t["turn_type"] == "side" for t in turns if t["session"] != session), turns
     assert {t["policy_version"] for t in main} == {0} and all(t["latency_ms"] > 0 for t in turns)

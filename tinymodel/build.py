@@ -329,8 +329,10 @@ def _build(cfg: BuildConfig, out: Path, progress: bool) -> dict[str, Any]:
         torch.set_num_threads(threads)
     out.mkdir(parents=True)
     model.save_pretrained(str(out), safe_serialization=True)
+    # The sampling the experiments measure at (temperature 0.7, no top-p or top-k cut): a request that sets none gets it
+    # (openclaw_rl.generation_defaults). At temperature 1 the first answers misquote a number 8% of the time, not 0.5%.
     GenerationConfig(bos_token_id=None, eos_token_id=[eos_id, pad_id], pad_token_id=pad_id, do_sample=True,
-                     temperature=0.8, top_p=0.95, max_new_tokens=256).save_pretrained(str(out))
+                     temperature=0.7, top_k=0, max_new_tokens=256).save_pretrained(str(out))
     save_hf_tokenizer(tok, out, cfg.max_positions)
     tail = losses[-100:]
     return {"config": asdict(cfg), "params": sum(p.numel() for p in model.parameters()),
