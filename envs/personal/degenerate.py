@@ -14,9 +14,15 @@ more friendly practice (``default_ai`` 0.6, ``default_terse`` 0.5) 0.076 / 0.071
 (the grader asks what the student wrote, in work with slips) and no answer-first casual template 0.060 / 0.073. With
 one draw, two seeds of one 6-layer recipe (half the default comments friendly, no answer-first template) gave
 0.093 / 0.130 and 0.065 / 0.250: a single build says little. Deeper models with more comment practice halve the
-teacher's rate; none lowered the student's. On the stack (combined, 3 seeds) the malformed share after training
-follows the hinted rate: the shipped build gives student 0.062, teacher 0.14; the quoting-practice build student 0.083
-(score 0.74, worst seed 0.69), teacher 0.105 (score 0.83, worst seed 0.81).
+teacher's rate; none lowered the student's. Trained for 6,400 steps instead of 3,200 (6 layers, ``default_ai`` 0.6,
+``default_terse`` 0.5, about 55 minutes on one thread): seed 0 0.066 / 0.096, seed 1 0.057 / **0.032**. On the stack
+(combined, 3 seeds) the malformed share after training follows the hinted rate: the shipped build gives student
+0.062, teacher 0.14; the quoting-practice build student 0.083 (score 0.74, worst seed 0.69), teacher 0.105 (score
+0.83, worst seed 0.81); the 6,400-step seed 1 teacher 0.016 (score 0.40 -> 0.90, worst seed 0.85, accuracy 1.00 ->
+0.997), student 0.080 (score 0.21 -> 0.84, worst seed 0.82, accuracy 0.16 -> 0.15). Sampling colder does not rescue
+the grader: the shipped build's hinted rates at temperature 0.7 / 0.5 / 0.3 (one draw each) are teacher 0.111 / 0.102
+/ 0.097 and student 0.051 / 0.056 / 0.032, so its misquoted numbers are mostly its most likely ones; at temperature 1
+its first answers garble 0.079 (student) and 0.056 (teacher).
 """
 
 from __future__ import annotations
