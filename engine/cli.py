@@ -35,10 +35,13 @@ def serve(
 
     from engine.server import create_app
     from engine.state import EngineConfig
+    from openclaw_rl.generation_defaults import MODES
     from openclaw_rl.logging import log_startup
     from openclaw_rl.settings import get_settings
 
     s = get_settings()
+    if sampling_defaults is not None and sampling_defaults not in MODES:
+        raise typer.BadParameter(f"must be one of {', '.join(MODES)}", param_hint="--sampling-defaults")
     log_startup("engine")
     config = EngineConfig(model_path=model or s.model_path, max_batch=max_batch, context_length=context_length,
                           weight_version=weight_version, served_model_name=served_model_name, api_key=api_key,

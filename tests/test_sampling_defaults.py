@@ -144,3 +144,13 @@ def test_engine_openai_mode_uses_temperature_one(model_dir: Path) -> None:
         omitted = _chat(url)
         assert _same(omitted, _chat(url, temperature=1.0, top_p=1.0, top_k=-1))
         assert not _same(omitted, _chat(url, temperature=0.55, top_p=0.85, top_k=7))
+
+
+def test_engine_cli_refuses_an_unknown_mode() -> None:
+    from typer.testing import CliRunner
+
+    from openclaw_rl.cli import app
+
+    result = CliRunner().invoke(app, ["engine", "serve", "--sampling-defaults", "vllm"])
+    assert result.exit_code == 2
+    assert "must be one of model, openai" in " ".join(result.output.replace("│", " ").split())  # unwrap the box
