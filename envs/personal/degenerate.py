@@ -15,7 +15,8 @@ more friendly practice (``default_ai`` 0.6, ``default_terse`` 0.5) 0.076 / 0.071
 one draw, two seeds of one 6-layer recipe (half the default comments friendly, no answer-first template) gave
 0.093 / 0.130 and 0.065 / 0.250: a single build says little. Deeper models with more comment practice halve the
 teacher's rate; none lowered the student's. Trained for 6,400 steps instead of 3,200 (6 layers, ``default_ai`` 0.6,
-``default_terse`` 0.5, about 55 minutes on one thread): seed 0 0.066 / 0.096, seed 1 0.057 / **0.032**. On the stack
+``default_terse`` 0.5, about 55 minutes on one thread), seeds 0-3: 0.066 / 0.096, 0.057 / **0.032**, 0.076 / 0.068,
+0.080 / 0.062; longer training alone does not lower the rates, the seed decides as much. On the stack
 (combined, 3 seeds) the malformed share after training follows the hinted rate: the shipped build gives student
 0.062, teacher 0.14; the quoting-practice build student 0.083 (score 0.74, worst seed 0.69), teacher 0.105 (score
 0.83, worst seed 0.81); the 6,400-step seed 1 teacher 0.016 (score 0.40 -> 0.90, worst seed 0.85, accuracy 1.00 ->
