@@ -229,7 +229,7 @@ def test_openclaw_session_is_served_judged_and_trained(openclaw: Install, stack:
                               f"temperature FROM turns WHERE user = '{key_id}' ORDER BY recorded_at", model_calls,
                        timeout_s=60)
     main = [t for t in turns if t["turn_type"] == "main"]
-    # OpenClaw sends no temperature: every reply is sampled at the model's own (its generation_config.json)
+    # every reply is sampled at the model's own temperature (its generation_config.json), OpenClaw's turns included
     assert {t["temperature"] for t in turns} == {load_sampling_defaults(stack["settings"].model_path).temperature}
     assert [t["session"] for t in main] == [session] * model_calls, turns
     assert all(t["turn_type"] == "side" for t in turns if t["session"] != session), turns
