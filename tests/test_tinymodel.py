@@ -167,7 +167,7 @@ def test_a_matching_shipped_build_is_copied_and_a_stale_one_ignored(tiny_model_p
 
 def test_the_shipped_default_build_matches_the_sources() -> None:
     """A change to the corpus or the recipe needs a new shipped build (`build-tiny --force`, then copy it into
-    tinymodel/weights/default/), or every fresh machine trains the default model for half an hour."""
+    tinymodel/weights/default/), or every fresh machine trains the default model for about an hour."""
     from tinymodel.build import PRESETS, SHIPPED, config_hash, is_built, read_stamp
 
     stamp = read_stamp(SHIPPED / "default") or {}
