@@ -12,6 +12,8 @@ from activities.judges import HeuristicJudge
 from envs.personal.evaluate import EVAL_SEED, heldout_problems
 from envs.personal.problems import Problem, Step, generate
 from envs.personal.scoring import (
+    comment_verdict,
+    extract_answer,
     find_comment_flaw,
     find_flaw,
     personalization_score,
@@ -291,3 +293,35 @@ def test_degenerate_measure_draws_a_separate_validation_set(tiny_model_path) -> 
         assert sum(part["flaws"].values()) == round(part["degenerate_rate"] * 2 * n) == len(part["examples"])
     with pytest.raises(ValueError, match="draws"):
         measure(tiny_model_path, n=1, draws=0)
+
+
+def test_degenerate_measure_counts_task_accuracy(tiny_model_path, monkeypatch) -> None:  # noqa: ANN001, F811
+    """Accuracy beside the degenerate rate: the student's final answer, the teacher's verdict on the student's work."""
+    import tinymodel.evaluate
+    from envs.personal.degenerate import measure
+    from envs.personal.users import make_user
+
+    n, draws = 10, 2  # the simulated teacher's 8th and 10th students slipped
+    problems = heldout_problems(n)
+    solved = {p.question for p in problems[:2]}  # the student setting answers these right, the rest wrong
+    praise = "That's right, well done."
+    assert comment_verdict(praise) is True
+    calls: list[int] = []
+
+    def canned(model, tok, messages, temperature, max_new_tokens):  # noqa: ANN001, ANN202 - sample's signature
+        calls.append(len(messages))
+        if len(calls) > 2 * draws:  # measure asks the student setting first: two conditions, `draws` times each
+            return [(praise, None) for _ in messages]
+        found = [next(p for p in problems if p.question in m) for m in messages]
+        return [(f"The answer is {p.answer if p.question in solved else p.answer + 1}.", None) for p in found]
+
+    monkeypatch.setattr(tinymodel.evaluate, "sample", canned)
+    result = measure(tiny_model_path, n=n, draws=draws)
+    assert calls == [n] * 4 * draws
+    assert result["student_first"]["accuracy"] == result["student_hinted"]["accuracy"] == pytest.approx(0.2, abs=1e-4)
+    teacher = make_user("teacher", EVAL_SEED)
+    for p in problems:
+        teacher.opening(p)  # the simulated teacher writes the student's work as it opens
+    right_work = sum(extract_answer(teacher.work[p.id]) == p.answer for p in problems)
+    assert 0 < right_work < n
+    assert result["teacher_first"]["accuracy"] == result["teacher_hinted"]["accuracy"] == pytest.approx(right_work / n, abs=1e-4)

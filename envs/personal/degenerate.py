@@ -6,7 +6,8 @@ The experiment's evaluation (``envs.personal.evaluate``) in miniature: the same 
 (``tinymodel.evaluate.sample``) at the evaluation's temperature. ``hinted`` asks each problem once more with a held-out
 style hint appended the way OPD's teacher prompt carries it: the style that training moves towards. Prints JSON: per
 setting and condition the degenerate rate (with its binomial standard error and, for ``--draws K``, the rate of each of
-the K samplings), the count per flaw and the first few flagged answers with their reasons.
+the K samplings), the task accuracy (``envs.personal.evaluate.is_correct``: the student's final answer, the teacher's
+verdict), the count per flaw and the first few flagged answers with their reasons.
 
 Measured on a validation draw (``--problem-seed 424242 --n 216 --draws 3``; hinted rate, student / teacher, each ± about
 0.01): the earlier default build (4 layers, 3,200 steps) 0.053 / 0.130; the same recipe with 6 layers 0.071 / 0.108; 6
@@ -40,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.personal import styles as st
-from envs.personal.evaluate import EVAL_SEED, heldout_problems
+from envs.personal.evaluate import EVAL_SEED, heldout_problems, is_correct
 from envs.personal.scoring import flaw_of
 from envs.personal.users import SimulatedTeacher, make_user
 from rlcore.judging import inject_hint
@@ -72,7 +73,7 @@ def measure(path: Path, n: int = 108, temperature: float = 0.7, max_new_tokens: 
         teacher = isinstance(user, SimulatedTeacher)
         prompts = [user.opening(p) for p in problems]
         for condition in ("first", "hinted"):
-            flagged, per_draw = [], []
+            flagged, per_draw, right = [], [], 0
             for _ in range(draws):
                 messages = prompts if condition == "first" else [
                     inject_hint([{"role": "user", "content": m}], rng.choice(HINTS[setting]))[0]["content"]
@@ -83,11 +84,14 @@ def measure(path: Path, n: int = 108, temperature: float = 0.7, max_new_tokens: 
                                           user.marks.get(p.id, "") if teacher else ""))]
                 flagged += found
                 per_draw.append(round(len(found) / n, 4))
+                right += sum(is_correct(setting, p, text, user.work.get(p.id, "") if teacher else "")
+                             for p, (text, _) in zip(problems, replies, strict=True))
             rate = len(flagged) / (n * draws)
             out[f"{setting}_{condition}"] = {
                 "degenerate_rate": round(rate, 4),
                 "stderr": round(math.sqrt(rate * (1 - rate) / (n * draws)), 4),
                 "per_draw": per_draw,
+                "accuracy": round(right / (n * draws), 4),
                 "flaws": dict(Counter(f.kind for _, _, f in flagged).most_common()),
                 "examples": [{"problem": p.question, "answer": text, "reason": f.reason}
                              for p, text, f in flagged[:examples]]}
