@@ -23,8 +23,8 @@ from typing import Annotated, Any
 
 import typer
 
-from openclaw_rl.experiment import (DEFAULT_LR, DEFAULT_PPO_EPOCHS, DEFAULT_TEACHER_TEMPERATURE, METHODS,
-                                    _parse_trainer, trainer_options)
+from openclaw_rl.experiment import (DEFAULT_KL_BETA, DEFAULT_LR, DEFAULT_PPO_EPOCHS, DEFAULT_TEACHER_TEMPERATURE,
+                                    DEFAULT_TRAINER, METHODS, _parse_trainer, trainer_options)
 
 
 @dataclass
@@ -37,10 +37,10 @@ class OfflineConfig:
     eval_problems: int = 108
     lr: float = DEFAULT_LR
     ppo_epochs: int = DEFAULT_PPO_EPOCHS
-    kl_beta: float = 0.0
+    kl_beta: float = DEFAULT_KL_BETA
     teacher_temperature: float = DEFAULT_TEACHER_TEMPERATURE
     batch_size: int = 16
-    trainer: dict[str, Any] = field(default_factory=dict)
+    trainer: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_TRAINER))
     temperature: float = 0.7
     max_tokens: int = 320
     model_path: str = ""
@@ -196,7 +196,7 @@ def offline_command(
     eval_problems: Annotated[int, typer.Option(help="held-out problems per evaluation")] = 108,
     lr: Annotated[float, typer.Option(help="learning rate")] = DEFAULT_LR,
     ppo_epochs: Annotated[int, typer.Option(help="PPO epochs over each batch")] = DEFAULT_PPO_EPOCHS,
-    kl_beta: Annotated[float, typer.Option(help="KL to the base model")] = 0.0,
+    kl_beta: Annotated[float, typer.Option(help="KL to the base model")] = DEFAULT_KL_BETA,
     teacher_temperature: Annotated[float, typer.Option(help="temperature of the OPD teacher's log-probs (paper: 1.0)")]
     = DEFAULT_TEACHER_TEMPERATURE,
     batch_size: Annotated[int, typer.Option(help="samples per train step")] = 16,
@@ -214,7 +214,7 @@ def offline_command(
                         teacher_temperature=teacher_temperature, batch_size=batch_size, temperature=temperature,
                         model_path=model, preset=preset)
     try:
-        cfg.trainer = _parse_trainer(trainer or [])
+        cfg.trainer = {**DEFAULT_TRAINER, **_parse_trainer(trainer or [])}
         summary = run(cfg, progress=progress)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None

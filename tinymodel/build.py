@@ -76,12 +76,16 @@ class BuildConfig:
     seed: int = 1  # builds of one recipe differ: seeds 0-3 misquote in 3-10% of hinted comments (degenerate.py)
     default_ai: float = 0.6  # share of unhinted homework answers in the AI-looking style
     default_terse: float = 0.5  # share of unhinted grading comments that are terse (the rest: practice at warm ones)
+    # share of casual answers that state the result before working it out ("It's 56 km. Here's the breakdown: ..."):
+    # at 0.2 they were the student's most garbled answers after training (17% against 6%; envs/personal/degenerate.py)
+    answer_first: float = 0.0
 
 
 PRESETS = {
     "default": BuildConfig(),
     "test": BuildConfig(num_layers=2, tokenizer_texts=3000, steps=500, lr=3e-3, warmup=30, long_rows=12,
-                        long_min_chars=6_000, long_max_chars=10_000, seed=0, default_ai=0.87, default_terse=0.85),
+                        long_min_chars=6_000, long_max_chars=10_000, seed=0, default_ai=0.87, default_terse=0.85,
+                        answer_first=0.2),
 }
 
 
@@ -262,12 +266,12 @@ def _data(cfg: BuildConfig) -> tuple[Any, list[Row], list[list[int]], list[Row]]
 
     # Enough conversations for every step, plus slack for the ones dropped as too long.
     n = int(cfg.steps * cfg.batch_size * 1.1) + cfg.batch_size
-    convs = conversations(n, cfg.seed, cfg.default_ai, cfg.default_terse)
+    convs = conversations(n, cfg.seed, cfg.default_ai, cfg.default_terse, cfg.answer_first)
     texts = _render(convs)
     tok = train_bpe(texts[:cfg.tokenizer_texts], cfg.vocab_size)
     rows = encode(tok, texts, cfg.max_len)
     longs = long_agent_conversations(cfg.long_rows, cfg.seed, cfg.long_min_chars, cfg.long_max_chars,
-                                     cfg.default_ai, cfg.default_terse)
+                                     cfg.default_ai, cfg.default_terse, cfg.answer_first)
     long_rows = encode(tok, _render(longs), None)
     return tok, rows, _batches(rows, cfg, random.Random(cfg.seed)), long_rows
 

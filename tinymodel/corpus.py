@@ -65,38 +65,40 @@ def _system(rng: random.Random) -> list[dict[str, str]]:
     return [{"role": "system", "content": rng.choice(SYSTEM_PROMPTS)}] if rng.random() < 0.4 else []
 
 
-def _default_solution(p: Problem, rng: random.Random, default_ai: float) -> str:
-    return st.render_solution(p, "ai" if rng.random() < default_ai else "casual", rng)
+def _default_solution(p: Problem, rng: random.Random, default_ai: float, answer_first: float) -> str:
+    return st.render_solution(p, "ai" if rng.random() < default_ai else "casual", rng, answer_first)
 
 
-def _student(p: Problem, rng: random.Random, hint: bool, default_ai: float) -> list[dict]:
+def _student(p: Problem, rng: random.Random, hint: bool, default_ai: float, answer_first: float) -> list[dict]:
     ask = student_prompt(p, rng)
     if not hint:
-        answer = _default_solution(p, rng, default_ai)
+        answer = _default_solution(p, rng, default_ai, answer_first)
         return [{"role": "user", "content": ask}, {"role": "assistant", "content": answer}]
     if rng.random() < 0.15:
         ask = f"{ask}\n{rng.choice(st.STUDENT_INLINE_ASKS)}"
     else:
         ask = with_hint(ask, rng.choice(st.STUDENT_HINTS), rng)
-    return [{"role": "user", "content": ask}, {"role": "assistant", "content": st.render_solution(p, "casual", rng)}]
+    answer = st.render_solution(p, "casual", rng, answer_first)
+    return [{"role": "user", "content": ask}, {"role": "assistant", "content": answer}]
 
 
-def _student_multi(problems: Iterator[Problem], rng: random.Random, default_ai: float) -> list[dict]:
+def _student_multi(problems: Iterator[Problem], rng: random.Random, default_ai: float,
+                   answer_first: float) -> list[dict]:
     p = next(problems)
     msgs = [{"role": "user", "content": student_prompt(p, rng)},
             {"role": "assistant", "content": st.render_solution(p, "ai", rng)}]
     kind = rng.randrange(3)
     if kind == 0:  # complaint about the same answer: redo it casually
         msgs += [{"role": "user", "content": rng.choice(st.STUDENT_COMPLAINTS)},
-                 {"role": "assistant", "content": st.render_solution(p, "casual", rng)}]
+                 {"role": "assistant", "content": st.render_solution(p, "casual", rng, answer_first)}]
     elif kind == 1:  # complaint, then the next problem: the preference carries over
         q = next(problems)
         msgs += [{"role": "user", "content": f"{rng.choice(st.STUDENT_COMPLAINTS)} Next one: {q.question}"},
-                 {"role": "assistant", "content": st.render_solution(q, "casual", rng)}]
+                 {"role": "assistant", "content": st.render_solution(q, "casual", rng, answer_first)}]
     else:  # no complaint: the next answer is the default again
         q = next(problems)
         msgs += [{"role": "user", "content": rng.choice(st.STUDENT_THANKS).format(q=q.question)},
-                 {"role": "assistant", "content": _default_solution(q, rng, default_ai)}]
+                 {"role": "assistant", "content": _default_solution(q, rng, default_ai, answer_first)}]
     return msgs
 
 
@@ -201,7 +203,7 @@ def _chat(rng: random.Random) -> Conversation:
 
 
 def _one(kind: str, rng: random.Random, problems: Iterator[Problem], default_ai: float,
-         default_terse: float) -> Conversation:
+         default_terse: float, answer_first: float) -> Conversation:
     if kind == "tool":
         return _tool_use(rng)
     if kind == "toolcall":
@@ -210,9 +212,9 @@ def _one(kind: str, rng: random.Random, problems: Iterator[Problem], default_ai:
         return _chat(rng)
     p = next(problems)
     if kind in ("student", "student_hint"):
-        msgs = _student(p, rng, kind == "student_hint", default_ai)
+        msgs = _student(p, rng, kind == "student_hint", default_ai, answer_first)
     elif kind == "student_multi":
-        msgs = _student_multi(iter([p, next(problems)]), rng, default_ai)
+        msgs = _student_multi(iter([p, next(problems)]), rng, default_ai, answer_first)
     elif kind in ("teacher", "teacher_hint"):
         msgs = _teacher(p, rng, kind == "teacher_hint", default_terse)
     else:
@@ -242,22 +244,23 @@ def agent(inner: Conversation, rng: random.Random, prompt_chars: int, max_tools:
     return {"messages": [system, *msgs], "tools": (own + extra) or None, "agent": True}
 
 
-def conversations(n: int, seed: int, default_ai: float = 0.87, default_terse: float = 0.85) -> list[Conversation]:
+def conversations(n: int, seed: int, default_ai: float = 0.87, default_terse: float = 0.85,
+                  answer_first: float = 0.2) -> list[Conversation]:
     """``n`` conversations drawn from ``MIX``, reproducible from ``seed``, on train-split problems only."""
     rng, problems = random.Random(seed), iter_problems("train", seed)
     kinds, weights = list(MIX), list(MIX.values())
     out: list[Conversation] = []
     for kind in rng.choices(kinds, weights, k=n):
         if kind == "agent":
-            inner = _one(rng.choice(AGENT_INNER), rng, problems, default_ai, default_terse)
+            inner = _one(rng.choice(AGENT_INNER), rng, problems, default_ai, default_terse, answer_first)
             out.append(agent(inner, rng, rng.randint(120, 700), max_tools=rng.choice([0, 2, 4, 14])))
         else:
-            out.append(_one(kind, rng, problems, default_ai, default_terse))
+            out.append(_one(kind, rng, problems, default_ai, default_terse, answer_first))
     return out
 
 
 def long_agent_conversations(n: int, seed: int, min_chars: int, max_chars: int, default_ai: float = 0.87,
-                             default_terse: float = 0.85) -> list[Conversation]:
+                             default_terse: float = 0.85, answer_first: float = 0.2) -> list[Conversation]:
     """``n`` agent conversations with system prompts of ``min_chars``..``max_chars`` characters (log-uniform)."""
     import math
 
@@ -265,6 +268,6 @@ def long_agent_conversations(n: int, seed: int, min_chars: int, max_chars: int, 
     out = []
     for _ in range(n):
         chars = int(math.exp(rng.uniform(math.log(min_chars), math.log(max_chars))))
-        inner = _one(rng.choice(AGENT_INNER), rng, problems, default_ai, default_terse)
+        inner = _one(rng.choice(AGENT_INNER), rng, problems, default_ai, default_terse, answer_first)
         out.append(agent(inner, rng, chars))
     return out

@@ -122,8 +122,10 @@ def _cap(s: str) -> str:
     return s[:1].upper() + s[1:]
 
 
-def render_solution(p: Problem, style: SolutionStyle, rng: random.Random) -> str:
-    return _ai(p, rng) if style == "ai" else _casual(p, rng)
+def render_solution(p: Problem, style: SolutionStyle, rng: random.Random, answer_first: float = 0.2) -> str:
+    """``answer_first``: the share of casual answers that open with the result ("It's 56 km. Here's the breakdown:
+    ..."); 0 draws no random number for it, so a corpus without them is the one drawn before the choice existed."""
+    return _ai(p, rng) if style == "ai" else _casual(p, rng, answer_first)
 
 
 def _ai(p: Problem, rng: random.Random) -> str:
@@ -171,9 +173,9 @@ def _casual_steps(steps: list[Step], rng: random.Random) -> str:
     return " ".join(out)
 
 
-def _casual(p: Problem, rng: random.Random) -> str:
+def _casual(p: Problem, rng: random.Random, answer_first: float = 0.2) -> str:
     answer = p.fmt(p.answer)
-    if rng.random() < 0.2:
+    if answer_first and rng.random() < answer_first:
         lead = rng.choice(["The answer is {a}. Here's how I got it: ", "It's {a}. Here's the breakdown: "])
         return lead.format(a=answer) + _casual_steps(p.steps, rng)
     return rng.choice(_OPEN) + _casual_steps(p.steps, rng) + " " + rng.choice(_END).format(a=answer)
