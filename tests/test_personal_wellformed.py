@@ -318,10 +318,11 @@ def test_degenerate_measure_counts_task_accuracy(tiny_model_path, monkeypatch) -
     monkeypatch.setattr(tinymodel.evaluate, "sample", canned)
     result = measure(tiny_model_path, n=n, draws=draws)
     assert calls == [n] * 4 * draws
-    assert result["student_first"]["accuracy"] == result["student_hinted"]["accuracy"] == pytest.approx(0.2, abs=1e-4)
+    assert result["student_first"]["accuracy"] == result["student_hinted"]["accuracy"] == pytest.approx(2 / n, abs=1e-4)
     teacher = make_user("teacher", EVAL_SEED)
     for p in problems:
         teacher.opening(p)  # the simulated teacher writes the student's work as it opens
     right_work = sum(extract_answer(teacher.work[p.id]) == p.answer for p in problems)
     assert 0 < right_work < n
-    assert result["teacher_first"]["accuracy"] == result["teacher_hinted"]["accuracy"] == pytest.approx(right_work / n, abs=1e-4)
+    expected = pytest.approx(right_work / n, abs=1e-4)
+    assert result["teacher_first"]["accuracy"] == result["teacher_hinted"]["accuracy"] == expected
