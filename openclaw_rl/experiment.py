@@ -64,7 +64,7 @@ from openclaw_rl.stack import Service, Stack, engine_service, gateway_service, p
 #   teacher, 24 interactions: previous defaults 0.86, 0.86, 0.053, 1.00; KL 0.05 0.90, 0.88, 0.046, 1.00; KL 0.05 and
 #     lr 1.5e-4 (the defaults) 0.88, 0.87, 0.053, 1.00
 # The KL term keeps the sums (casual answers' wrong equations 0.39 at KL 0.1, 0.42 at the defaults) at a cost in style
-# learnt, which the larger step wins back. Seeds differ by up to 0.1 in score and 0.06 in malformed share.
+# learnt, which the larger step wins back. The seeds of one run differ by up to 0.16 in score, 0.06 in malformed share.
 # On the previous default (the same recipe with answer-first casual answers), lr 1e-4, no KL, every token blamed:
 #   student, 36 interactions: combined 0.21 -> 0.84 (worst seed 0.82), malformed 0.037 -> 0.080, accuracy 0.16 ->
 #     0.15; binary 0.75 (worst 0.69, malformed 0.071, accuracy 0.10); OPD 0.51 (worst 0.43, malformed 0.046; one batch
