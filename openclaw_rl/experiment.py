@@ -179,6 +179,11 @@ def trainer_options(options: dict[str, Any] | list[str]) -> dict[str, Any]:
     return out
 
 
+def personal_trainer(options: list[str]) -> dict[str, Any]:
+    """``--trainer`` options of the personal experiments over their defaults (``DEFAULT_TRAINER``)."""
+    return {**DEFAULT_TRAINER, **_parse_trainer(options)}
+
+
 def _parse_trainer(options: list[str]) -> dict[str, Any]:
     try:
         return trainer_options(options)
@@ -623,7 +628,7 @@ def personal_command(
                            interactions=interactions, seeds=seeds, eval_every=eval_every, eval_problems=eval_problems,
                            rounds=rounds, lr=lr, ppo_epochs=ppo_epochs, batch_size=batch_size,
                            max_staleness=max_staleness, kl_beta=kl_beta, teacher_temperature=teacher_temperature,
-                           trainer={**DEFAULT_TRAINER, **_parse_trainer(trainer or [])},
+                           trainer=personal_trainer(trainer or []),
                            temperature=temperature, concurrency=concurrency, pace=pace, preset=preset, model_path=model,
                            out=out, keep_models=keep_models, progress=progress)
     interrupt_on_sigterm()

@@ -24,7 +24,7 @@ from typing import Annotated, Any
 import typer
 
 from openclaw_rl.experiment import (DEFAULT_KL_BETA, DEFAULT_LR, DEFAULT_PPO_EPOCHS, DEFAULT_TEACHER_TEMPERATURE,
-                                    DEFAULT_TRAINER, METHODS, _parse_trainer, trainer_options)
+                                    DEFAULT_TRAINER, METHODS, personal_trainer, trainer_options)
 
 
 @dataclass
@@ -214,7 +214,7 @@ def offline_command(
                         teacher_temperature=teacher_temperature, batch_size=batch_size, temperature=temperature,
                         model_path=model, preset=preset)
     try:
-        cfg.trainer = {**DEFAULT_TRAINER, **_parse_trainer(trainer or [])}
+        cfg.trainer = personal_trainer(trainer or [])
         summary = run(cfg, progress=progress)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None

@@ -142,3 +142,20 @@ def test_personal_experiment_end_to_end(tmp_path: Path):
     for port in (temporal, engine, gateway):
         with socket.socket() as s:
             assert s.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still open"
+
+
+def test_personal_trainer_options_merge_over_the_defaults():
+    import typer
+
+    from openclaw_rl.experiment import ExperimentConfig, personal_trainer
+    from openclaw_rl.experiment_offline import OfflineConfig
+
+    teacher = {"negative_credit": "teacher"}
+    assert personal_trainer([]) == ExperimentConfig().trainer == OfflineConfig().trainer == teacher
+    assert personal_trainer(["negative_credit=all", "clip_eps_high=0.2"]) == {"negative_credit": "all",
+                                                                               "clip_eps_high": 0.2}
+    with pytest.raises(typer.BadParameter, match="negative_credit"):
+        personal_trainer(["negative_credit"])  # not KEY=VALUE
+    cfg = ExperimentConfig()
+    cfg.trainer["negative_credit"] = "all"
+    assert ExperimentConfig().trainer["negative_credit"] == "teacher"  # each config owns its dict

@@ -54,7 +54,7 @@ class BuildConfig:
     # Sized for CPU (about an hour on one thread): a wider model learns less in the same time; small batches, many steps
     hidden_size: int = 128
     intermediate_size: int = 384
-    num_layers: int = 6  # with the settings below, 3.2% of hinted grading comments misquote (4 layers, 3200 steps: 13%)
+    num_layers: int = 6  # hinted grading comments misquote 3-10% by seed with the settings below (4 layers: 13%)
     num_heads: int = 4
     num_kv_heads: int = 2
     head_dim: int = 32

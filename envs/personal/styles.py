@@ -173,7 +173,7 @@ def _casual_steps(steps: list[Step], rng: random.Random) -> str:
     return " ".join(out)
 
 
-def _casual(p: Problem, rng: random.Random, answer_first: float = 0.2) -> str:
+def _casual(p: Problem, rng: random.Random, answer_first: float) -> str:
     answer = p.fmt(p.answer)
     if answer_first and rng.random() < answer_first:
         lead = rng.choice(["The answer is {a}. Here's how I got it: ", "It's {a}. Here's the breakdown: "])
