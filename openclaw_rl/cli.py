@@ -39,9 +39,11 @@ def _register_groups() -> None:
     from openclaw_rl.experiment import app as experiment_app
     from openclaw_rl.experiment_general import general_command
     from openclaw_rl.experiment_offline import offline_command
+    from openclaw_rl.experiment_replay import replay_command
 
     experiment_app.command("general")(general_command)
     experiment_app.command("offline")(offline_command)
+    experiment_app.command("replay")(replay_command)
     app.add_typer(experiment_app, name="experiment", help="Experiments on the real stack, and the personal one as a "
                   "plain loop for quick sweeps (JSON with --json).")
     app.command("demo")(demo_command)
