@@ -65,6 +65,14 @@ from openclaw_rl.stack import Service, Stack, engine_service, gateway_service, p
 #     lr 1.5e-4 (the defaults) 0.88, 0.87, 0.053, 1.00
 # The KL term keeps the sums (casual answers' wrong equations 0.39 at KL 0.1, 0.42 at the defaults) at a cost in style
 # learnt, which the larger step wins back. The seeds of one run differ by up to 0.16 in score, 0.06 in malformed share.
+# Replaying the table's combined runs on their own recorded batches (`experiment replay`, 2 evaluations of the 108
+# problems per seed): teacher malformed 0.056 as recorded, 0.051 with AdamW eps 1e-4 (base model 0.009); student
+# accuracy 0.46 -> 0.37 as recorded, 0.38 at KL 0.2 (score 0.85 against 0.91), 0.40 at eps 1e-4 (score 0.87). On the
+# stack eps 1e-4 gave teacher 0.89 (worst seed 0.88), malformed 0.059, and student 0.86 (worst 0.77), malformed 0.031,
+# accuracy 0.42 -> 0.38: no optimiser or KL setting tried moves the teacher's misquotes by more than the noise.
+# Where a trained comment misquotes, the base model given the same words before puts most of its probability on the
+# wrong token too (14 of 17): the style learnt (quote every step, correct the wrong one) leads into sentences the base
+# model gets wrong.
 # On the previous default (the same recipe with answer-first casual answers), lr 1e-4, no KL, every token blamed:
 #   student, 36 interactions: combined 0.21 -> 0.84 (worst seed 0.82), malformed 0.037 -> 0.080, accuracy 0.16 ->
 #     0.15; binary 0.75 (worst 0.69, malformed 0.071, accuracy 0.10); OPD 0.51 (worst 0.43, malformed 0.046; one batch
