@@ -2,8 +2,9 @@
 
 A run on the stack records what each train step consumed: the samples (``samples/`` and ``archive/samples/``), the
 sample ids per step (``ledger/``) and the trainer config of its checkpoints. Replaying those steps from the base model
-with the recorded config gives the run's weights again (the check ``matches_record`` compares the last step's loss and
-gradient norm with the recorded ones); with an override (``--set lr=1e-4``) it answers "what would the same data have
+with the recorded config gives the run's weights again, up to float rounding (the ledger keeps a step's ids sorted, not
+in the order they were trained; ``matches_record`` compares the last step's loss and gradient norm with the recorded
+ones); with an override (``--set lr=1e-4``) it answers "what would the same data have
 taught under another learning rate, KL or optimiser", without the noise of new interactions. What it cannot show is how
 other weights would have answered, and so collected other samples: confirm a finding with `experiment personal`.
 
@@ -51,7 +52,7 @@ def train_config_overrides(options: list[str]) -> dict[str, Any]:
 
 def runs_of(store: Any, target: str, method: str) -> list[str]:
     """``target`` itself when it is a run with trained steps, else the runs ``<target>-<method>-s<k>`` of an
-    experiment, in seed order."""
+    experiment that trained at least one step, in seed order (a run that trained nothing has no ledger)."""
     from openclaw_rl.samples import TrainedLedger
 
     if TrainedLedger(store, target).steps():
@@ -75,9 +76,6 @@ def setting_of(run: str) -> str:
 
 def _step_batches(store: Any, run: str) -> list[list[Any]]:
     """The samples of each recorded train step, in step order."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     from openclaw_rl.samples import SampleReader, TrainedLedger
 
     ledger, reader = TrainedLedger(store, run), SampleReader(store, run)
@@ -88,8 +86,7 @@ def _step_batches(store: Any, run: str) -> list[list[Any]]:
                 found.setdefault(s.sample_id, s)
     batches = []
     for step in sorted(ledger.steps()):
-        table = pq.read_table(pa.BufferReader(store.get_bytes(ledger._key(step))), columns=["sample_id"])
-        ids = table.column("sample_id").to_pylist()
+        ids = ledger.step_ids(step)
         missing = [i for i in ids if i not in found]
         if missing:
             raise ValueError(f"run {run}: {len(missing)} sample(s) of step {step} are no longer in the store "

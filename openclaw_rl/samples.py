@@ -242,6 +242,11 @@ class TrainedLedger:
         return [int(k.rsplit("step-", 1)[1].split(".", 1)[0]) for k in self.store.list(self.prefix)
                 if k.endswith(".parquet")]
 
+    def step_ids(self, step: int) -> list[str]:
+        """The sample ids step ``step`` consumed (sorted)."""
+        table = pq.read_table(pa.BufferReader(self.store.get_bytes(self._key(step))), columns=["sample_id"])
+        return table.column("sample_id").to_pylist()
+
     def last_step(self) -> int | None:
         steps = self.steps()
         return steps[-1] if steps else None
