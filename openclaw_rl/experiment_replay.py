@@ -8,8 +8,8 @@ ones); with an override (``--set lr=1e-4``) it answers "what would the same data
 taught under another learning rate, KL or optimiser", without the noise of new interactions. What it cannot show is how
 other weights would have answered, and so collected other samples: confirm a finding with `experiment personal`.
 
-The evaluation is the plain loop's (``experiment_offline.evaluate``: first answers to the experiment's held-out problems,
-sampled with ``transformers.generate``), repeated ``draws`` times; one draw of 108 answers has a standard error of about
+The evaluation is the plain loop's (``experiment_offline.evaluate``: first answers to the experiment's held-out
+problems, sampled with ``transformers.generate``), repeated ``draws`` times; one draw of 108 answers has a standard error of about
 0.02 on a malformed share near 0.05, as large as most differences between settings.
 """
 
