@@ -9,8 +9,8 @@ taught under another learning rate, KL or optimiser", without the noise of new i
 other weights would have answered, and so collected other samples: confirm a finding with `experiment personal`.
 
 The evaluation is the plain loop's (``experiment_offline.evaluate``: first answers to the experiment's held-out
-problems, sampled with ``transformers.generate``), repeated ``draws`` times; one draw of 108 answers has a standard error of about
-0.02 on a malformed share near 0.05, as large as most differences between settings.
+problems, sampled with ``transformers.generate``), repeated ``draws`` times; one draw of 108 answers has a standard
+error of about 0.02 on a malformed share near 0.05, as large as most differences between settings.
 """
 
 from __future__ import annotations
