@@ -4,9 +4,9 @@ A run on the stack records what each train step consumed: the samples (``samples
 sample ids per step (``ledger/``) and the trainer config of its checkpoints. Replaying those steps from the base model
 with the recorded config gives the run's weights again, up to float rounding (the ledger keeps a step's ids sorted, not
 in the order they were trained; ``matches_record`` compares the last step's loss and gradient norm with the recorded
-ones); with an override (``--set lr=1e-4``) it answers "what would the same data have
-taught under another learning rate, KL or optimiser", without the noise of new interactions. What it cannot show is how
-other weights would have answered, and so collected other samples: confirm a finding with `experiment personal`.
+ones); with an override (``--set lr=1e-4``) it answers "what would the same data have taught under another learning
+rate, KL or optimiser", without the noise of new interactions. What it cannot show is how other weights would have
+answered, and so collected other samples: confirm a finding with `experiment personal`.
 
 The evaluation is the plain loop's (``experiment_offline.evaluate``: first answers to the experiment's held-out
 problems, sampled with ``transformers.generate``), repeated ``draws`` times; one draw of 108 answers has a standard
