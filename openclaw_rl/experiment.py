@@ -174,16 +174,23 @@ def trainer_options(options: dict[str, Any] | list[str]) -> dict[str, Any]:
     not of the field's type is a ValueError that names it."""
     from workflows.contracts import TrainingInput
 
-    pairs = options.items() if isinstance(options, dict) else (_split_option(o) for o in options)
-    defaults, out = TrainingInput(run="", method="combined"), {}
+    return typed_options(options, TrainingInput(run="", method="combined"), TRAINER_OPTIONS, "trainer option")
+
+
+def typed_options(options: dict[str, Any] | list[str], defaults: Any, known: tuple[str, ...] | list[str],
+                  what: str) -> dict[str, Any]:
+    """``KEY=VALUE`` strings (or a dict) -> values of the type of ``defaults``' field of that name, for ``known``
+    keys only; anything else is a ValueError naming the ``what``."""
+    pairs = options.items() if isinstance(options, dict) else (_split_option(o, what) for o in options)
+    out = {}
     for key, value in pairs:
-        if key not in TRAINER_OPTIONS:
-            raise ValueError(f"unknown trainer option {key!r}; known: {', '.join(TRAINER_OPTIONS)}")
+        if key not in known:
+            raise ValueError(f"unknown {what} {key!r}; known: {', '.join(known)}")
         kind = type(getattr(defaults, key))
         try:
             out[key] = kind(value)
         except (TypeError, ValueError):
-            raise ValueError(f"trainer option {key}={value!r} is not a {kind.__name__}") from None
+            raise ValueError(f"{what} {key}={value!r} is not a {kind.__name__}") from None
     return out
 
 
@@ -199,10 +206,10 @@ def _parse_trainer(options: list[str]) -> dict[str, Any]:
         raise typer.BadParameter(str(e), param_hint="--trainer") from None
 
 
-def _split_option(text: str) -> tuple[str, str]:
+def _split_option(text: str, what: str = "trainer option") -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
-        raise ValueError(f"trainer option {text!r} is not KEY=VALUE")
+        raise ValueError(f"{what} {text!r} is not KEY=VALUE")
     return key.strip(), value.strip()
 
 

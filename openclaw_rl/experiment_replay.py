@@ -31,23 +31,10 @@ METRICS = ("score", "degenerate_rate", "accuracy")
 
 def train_config_overrides(options: list[str]) -> dict[str, Any]:
     """``KEY=VALUE`` strings -> TrainConfig fields of the right type; an unknown key or a bad value names itself."""
+    from openclaw_rl.experiment import typed_options
     from trainer.torch_backend import TrainConfig
 
-    defaults, out = TrainConfig(), {}
-    known = [f.name for f in fields(TrainConfig)]
-    for text in options:
-        key, sep, value = text.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or not key:
-            raise ValueError(f"setting {text!r} is not KEY=VALUE")
-        if key not in known:
-            raise ValueError(f"unknown trainer setting {key!r}; known: {', '.join(known)}")
-        kind = type(getattr(defaults, key))
-        try:
-            out[key] = kind(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"trainer setting {key}={value!r} is not a {kind.__name__}") from None
-    return out
+    return typed_options(options, TrainConfig(), [f.name for f in fields(TrainConfig)], "trainer setting")
 
 
 def runs_of(store: Any, target: str, method: str) -> list[str]:
