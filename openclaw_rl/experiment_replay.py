@@ -53,6 +53,17 @@ def runs_of(store: Any, target: str, method: str) -> list[str]:
     return runs
 
 
+def untrained_runs(store: Any, target: str, method: str) -> list[str]:
+    """The runs ``<target>-<method>-s<k>`` that wrote samples but trained no step (no ledger): a replay leaves them
+    out (an OPD run whose hinted turns never filled a batch, say)."""
+    seeds: set[str] = set()
+    for root in ("samples", "archive/samples"):
+        prefix = f"{root}/run={target}-{method}-s"
+        seeds |= {k[len(prefix):].split("/", 1)[0] for k in store.list(prefix)}
+    runs = [f"{target}-{method}-s{s}" for s in sorted(seeds, key=lambda s: (len(s), s)) if s.isdigit()]
+    return [r for r in runs if not store.list(f"ledger/run={r}/")]
+
+
 def setting_of(run: str) -> str:
     setting = run.split("-", 1)[0]
     if setting not in SETTINGS:
@@ -140,14 +151,17 @@ def replay(target: str, overrides: dict[str, Any], *, method: str = "combined", 
     torch.set_num_threads(1)  # small matmuls: one thread is as fast and leaves the other cores alone
     store = store_from_settings()
     runs = runs_of(store, target, method)
+    untrained = [] if runs == [target] else untrained_runs(store, target, method)
     setting = setting or setting_of(runs[0])
     model = Path(model_path or get_settings().model_path)
     if not (model / "config.json").is_file():
         raise ValueError(f"no model at {model}: pass --model (the run's base model)")
     tok = AutoTokenizer.from_pretrained(str(model))
     out: dict[str, Any] = {"target": target, "runs": [], "setting": setting, "overrides": overrides, "draws": draws,
-                           "eval_problems": eval_problems, "model": str(model)}
+                           "eval_problems": eval_problems, "model": str(model), "untrained": untrained}
     say = (lambda text: print(text, file=sys.stderr, flush=True)) if progress else (lambda text: None)
+    if untrained:
+        say(f"left out, trained no step: {', '.join(untrained)}")
     if base:
         out["base"] = evaluate_draws(TorchBackend(model, device="cpu"), tok, setting, eval_problems, draws,
                                      temperature, max_tokens)
@@ -200,4 +214,5 @@ def replay_command(
     a = summary["after"]
     typer.echo(("base: " + ", ".join(f"{k} {before[k]:.3f}" for k in METRICS) + "\n" if before else "")
                + "replayed: " + ", ".join(f"{k} {a[k]:.3f}" for k in METRICS)
-               + f" (worst seed score {summary['score_after_min']:.3f})")
+               + f" (worst seed score {summary['score_after_min']:.3f})"
+               + (f"\nleft out, trained no step: {', '.join(summary['untrained'])}" if summary["untrained"] else ""))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from openclaw_rl.experiment_replay import replay_run, runs_of, setting_of, train_config_overrides
+from openclaw_rl.experiment_replay import replay_run, runs_of, setting_of, train_config_overrides, untrained_runs
 from tests.fixtures_model import tiny_model_path  # noqa: F401
 
 RUN = "teacher-20261202-000000-ab12-combined-s0"
@@ -60,6 +60,7 @@ def test_a_replay_as_recorded_gives_the_run_weights_and_an_override_does_not(
     original = _write_run(store, tiny_model_path)
     assert runs_of(store, RUN, "combined") == [RUN]
     assert runs_of(store, RUN.rsplit("-combined-s0", 1)[0], "combined") == [RUN]  # an experiment id: its runs
+    assert untrained_runs(store, RUN.rsplit("-combined-s0", 1)[0], "combined") == []
 
     same, info = replay_run(store, RUN, {}, tiny_model_path)
     assert info["steps"] == 2 and info["samples"] == 8 and info["matches_record"] is True
@@ -86,6 +87,17 @@ def test_replay_errors_name_what_is_wrong(tmp_path: Path) -> None:
     store = ObjectStore.from_url(f"file://{tmp_path}/store")
     with pytest.raises(ValueError, match="no trained steps for run 'student-x'"):
         runs_of(store, "student-x", "combined")
+    # a run that wrote samples but never filled a batch has no ledger: named as left out, not replayed
+    from openclaw_rl.samples import Sample, SampleWriter
+
+    for seed in (0, 1, 2):
+        run = f"teacher-x-opd-s{seed}"
+        SampleWriter(store, run).write(Sample(sample_id=f"{run}:0", run=run, policy_version=0, prompt_ids=[1, 2],
+                                              response_ids=[3], rollout_logprobs=[-1.0], reward=1.0))
+    SampleWriter(store, "teacher-x-opd-s1").seal(0)  # archived samples count too
+    store.put_bytes("ledger/run=teacher-x-opd-s2/step-0000000001.parquet", b"")
+    assert untrained_runs(store, "teacher-x", "opd") == ["teacher-x-opd-s0", "teacher-x-opd-s1"]
+    assert untrained_runs(store, "teacher-x", "combined") == []
     assert setting_of("student-20261202-1-combined-s0") == "student"
     with pytest.raises(ValueError, match="pass --setting"):
         setting_of("general-toolcall-1")
