@@ -9,8 +9,11 @@ place, so concurrent callers build once and never see half a model.
 Shipped builds: ``tinymodel/weights/<preset>/`` may hold a finished build of a preset (the same files and stamp). When
 the folder asked for holds no matching build and the shipped one's stamp matches the current sources, it is copied
 into place instead of training (seconds instead of about an hour); ``force`` always trains from scratch, and a shipped
-build whose stamp no longer matches (the corpus or the recipe changed) is ignored. The build is bit-reproducible on
-one CPU thread, so ``build-tiny --force`` remakes the shipped weights.
+build whose stamp no longer matches (the corpus or the recipe changed) is ignored. On one CPU thread the build repeats
+bit for bit on the same kind of CPU, but not across kinds: the kernels torch picks for the CPU's vector instructions
+(the stamp's ``cpu_capability``) round differently, and over 6,400 steps the difference grows into another model of the
+same recipe, as unlike as another seed (``envs/personal/degenerate.py``). ``build-tiny --force`` makes such a build;
+the shipped weights are the ones the README's figures were measured on.
 
 Training is plain next-token cross-entropy on assistant tokens only (everything else is context), AdamW with linear
 warm-up and cosine decay, fresh synthetic conversations every step (no epochs).
@@ -32,6 +35,7 @@ import hashlib
 import json
 import math
 import os
+import platform
 import random
 import shutil
 import time
@@ -321,7 +325,7 @@ def _build(cfg: BuildConfig, out: Path, progress: bool) -> dict[str, Any]:
     from tinymodel.tokenizer import IM_END, PAD, save_hf_tokenizer
 
     started, threads = time.monotonic(), torch.get_num_threads()
-    # One thread: bit-reproducible, and on a busy machine faster than two (no OpenMP spin-waits between tiny matmuls).
+    # One thread: bit-reproducible on one kind of CPU, and on a busy machine faster than two (no OpenMP spin-waits between tiny matmuls).
     torch.set_num_threads(1)
     try:
         tok, rows, batches, long_rows = _data(cfg)
@@ -343,4 +347,5 @@ def _build(cfg: BuildConfig, out: Path, progress: bool) -> dict[str, Any]:
             "vocab_size": tok.get_vocab_size(), "train_conversations": len(batches) * cfg.batch_size,
             "long_rows_tokens": [len(r[0]) for r in long_rows],
             "final_loss": round(sum(tail) / max(1, len(tail)), 4),
-            "build_seconds": round(time.monotonic() - started, 1), "torch_threads": 1}
+            "build_seconds": round(time.monotonic() - started, 1), "torch_threads": 1,
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "machine": platform.machine()}
