@@ -43,6 +43,8 @@ student accuracy 0.455 (the shipped seed 1, built elsewhere: 0.028 / 0.080, 0.45
 0.565; seed 3 0.025 / 0.053, 0.300. That seed 2 on the stack, combined / binary / OPD: teacher 0.35 -> 0.87 (worst seed
 0.82) / 0.75 / 0.74, malformed 0.052 / 0.059 / 0.034; student 0.28 -> 0.91 (worst seed 0.87) / 0.79 / 0.57, malformed
 0.034 / 0.043 / 0.009, accuracy 0.52 -> 0.43 / 0.45 / 0.49: a stronger student's helper that loses more of its sums.
+That seed 1 on the stack: teacher combined / binary / OPD 0.40 -> 0.87 (worst seed 0.86) / 0.83 / 0.80, malformed 0.043
+/ 0.052 / 0.049, accuracy 1.00; student combined 0.25 -> 0.92 (worst seed 0.91), malformed 0.037, accuracy 0.43 -> 0.45.
 """
 
 from __future__ import annotations
