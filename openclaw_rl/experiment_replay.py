@@ -44,9 +44,7 @@ def runs_of(store: Any, target: str, method: str) -> list[str]:
 
     if TrainedLedger(store, target).steps():
         return [target]
-    prefix = f"ledger/run={target}-{method}-s"
-    seeds = sorted({k[len(prefix):].split("/", 1)[0] for k in store.list(prefix)}, key=lambda s: (len(s), s))
-    runs = [f"{target}-{method}-s{s}" for s in seeds if s.isdigit()]
+    runs = _seed_runs(store, ["ledger"], target, method)
     if not runs:
         raise ValueError(f"no trained steps for run {target!r} nor for runs {target}-{method}-s<k> in "
                          f"{store.url_for()}")
@@ -56,12 +54,17 @@ def runs_of(store: Any, target: str, method: str) -> list[str]:
 def untrained_runs(store: Any, target: str, method: str) -> list[str]:
     """The runs ``<target>-<method>-s<k>`` that wrote samples but trained no step (no ledger): a replay leaves them
     out (an OPD run whose hinted turns never filled a batch, say)."""
+    trained = set(_seed_runs(store, ["ledger"], target, method))
+    return [r for r in _seed_runs(store, ["samples", "archive/samples"], target, method) if r not in trained]
+
+
+def _seed_runs(store: Any, roots: list[str], target: str, method: str) -> list[str]:
+    """The runs ``<target>-<method>-s<k>`` with keys under any of ``roots``, in seed order."""
     seeds: set[str] = set()
-    for root in ("samples", "archive/samples"):
+    for root in roots:
         prefix = f"{root}/run={target}-{method}-s"
         seeds |= {k[len(prefix):].split("/", 1)[0] for k in store.list(prefix)}
-    runs = [f"{target}-{method}-s{s}" for s in sorted(seeds, key=lambda s: (len(s), s)) if s.isdigit()]
-    return [r for r in runs if not store.list(f"ledger/run={r}/")]
+    return [f"{target}-{method}-s{s}" for s in sorted(seeds, key=lambda s: (len(s), s)) if s.isdigit()]
 
 
 def setting_of(run: str) -> str:

@@ -325,7 +325,8 @@ def _build(cfg: BuildConfig, out: Path, progress: bool) -> dict[str, Any]:
     from tinymodel.tokenizer import IM_END, PAD, save_hf_tokenizer
 
     started, threads = time.monotonic(), torch.get_num_threads()
-    # One thread: bit-reproducible on one kind of CPU, and on a busy machine faster than two (no OpenMP spin-waits between tiny matmuls).
+    # One thread: bit-reproducible on one kind of CPU, and on a busy machine faster than two (no OpenMP spin-waits
+    # between tiny matmuls).
     torch.set_num_threads(1)
     try:
         tok, rows, batches, long_rows = _data(cfg)
