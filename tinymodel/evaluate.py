@@ -4,7 +4,7 @@ For each of ``n`` held-out problems (never used in building the model) one answe
 transformers ``generate``:
 
 - ``default_ai_style_rate``: homework answers without a hint that the scorer labels "ai" (the student setting's room
-  to learn; the default build, trained with ``default_ai`` 0.6: 0.84 of 50 at temperature 0.8);
+  to learn; the default build, trained with ``default_ai`` 0.6: 0.70 of 50 at temperature 0.8);
 - ``hint_follow_rate``: answers whose last user message carries a casual-style ``[user's hint / instruction]`` (in
   wordings held out of training) that read human-written: labelled "casual" or student score >= 0.8 (target >= 0.8);
 - ``teacher_default_terse_rate``: grading comments without a hint labelled "terse";
