@@ -23,14 +23,14 @@ in effect another seed), built on another machine, was the default build: 0.028 
 the student; its first answers 0.014 / 0.032, and its accuracy the same under a hint as without (student 0.454 / 0.452,
 teacher 0.999 / 0.999). On the stack (combined, 3 seeds) the malformed share after training follows the hinted rate: the
 earlier default gives student 0.062, teacher 0.14; the quoting-practice build student 0.083 (score 0.74, worst seed
-0.69), teacher 0.105 (score 0.83, worst seed 0.81); seed 1 with the answer-first template (the previous default) teacher
+0.69), teacher 0.105 (score 0.83, worst seed 0.81); seed 1 with the answer-first template (an earlier default) teacher
 0.016 (score 0.40 -> 0.90, worst seed 0.85, accuracy 1.00 -> 0.997), student 0.080 (score 0.21 -> 0.84, worst seed 0.82,
-accuracy 0.16 -> 0.15); the default student 0.043, teacher 0.053 at the previous training defaults and student 0.049,
-teacher 0.053 at the current ones (``openclaw_rl/experiment.py``). Sampling colder does not rescue the grader: the
-earlier default's hinted rates at temperature 0.7 / 0.5 / 0.3 (one draw each) are teacher 0.111 / 0.102 / 0.097 and
-student 0.051 / 0.056 / 0.032, so its misquoted numbers are mostly its most likely ones; at temperature 1 its first
-answers garble 0.079 (student) and 0.056 (teacher). The previous default's first answers, three draws: 0.060 / 0.054
-at temperature 1 against 0.014 / 0.032 at 0.7; the current default's 0.051 / 0.049 against 0.017 / 0.020.
+accuracy 0.16 -> 0.15); the build then the default student 0.043, teacher 0.053 at the previous training defaults and
+student 0.049, teacher 0.053 at the current ones (``openclaw_rl/experiment.py``). Sampling colder does not rescue the
+grader: the earlier default's hinted rates at temperature 0.7 / 0.5 / 0.3 (one draw each) are teacher 0.111 / 0.102 /
+0.097 and student 0.051 / 0.056 / 0.032, so its misquoted numbers are mostly its most likely ones; at temperature 1 its
+first answers garble 0.079 (student) and 0.056 (teacher). The previous default's first answers, three draws: 0.060 /
+0.054 at temperature 1 against 0.014 / 0.032 at 0.7; the current default's 0.051 / 0.049 against 0.017 / 0.020.
 Seeds 2 and 3 of the default recipe, built on another machine (two draws): 0.023 / 0.046, student accuracy 0.357 (first
 answers), and 0.049 / 0.069, 0.400. Seed 2 on the stack at the current training defaults, 3 seeds, combined / binary /
 OPD: teacher 0.34 -> 0.90 (worst seed 0.88) / 0.82 / 0.70, malformed 0.025 / 0.028 / 0.019; student 0.39 -> 0.90 (worst
