@@ -23,7 +23,7 @@ from envs.personal.scoring import (
     well_formed_comment,
 )
 from envs.personal.styles import TEACHER_MARKS, render_grading, render_solution, render_student_work, teacher_mark
-from envs.personal.users import SimulatedStudent, SimulatedTeacher
+from envs.personal.users import SimulatedStudent, SimulatedTeacher, misquoted_step
 from tests.fixtures_model import tiny_model_path  # noqa: F401 - session fixture
 
 # the problem: 2 red, 11 blue and 9 green candies
@@ -195,6 +195,28 @@ def test_users_are_confused_by_broken_text_and_say_how_to_fix_it() -> None:
     assert reaction.kind == "confused" and not reaction.satisfied and "thank" not in reaction.text.lower()
     vote, hint = judge.assess(reaction.text)
     assert vote == -1 and hint, reaction.text
+
+
+def test_teacher_names_the_step_a_comment_misquotes_and_the_hint_carries_it() -> None:
+    judge = HeuristicJudge()
+    teacher, p = SimulatedTeacher(seed=3), generate(1, "train", seed=4)[0]
+    teacher.opening(p)
+    comment = render_grading(p, "friendly_specific", random.Random(0), teacher.claimed[p.id])
+    first = p.steps[0]
+    wrong = first.value + 1000  # in no problem, work or mark
+    misquoted = comment.replace(f"{first.expression} = {first.value}", f"{first.expression} = {wrong}", 1)
+    if misquoted == comment:
+        misquoted = f"{comment} You worked out {first.expression} = {wrong}."
+    for _ in range(3):  # each phrasing
+        reaction = teacher.react(p, misquoted)
+        assert reaction.kind == "confused", reaction
+        vote, hint = judge.assess(reaction.text)
+        assert vote == -1 and f"{first.expression} = {first.value}" in hint and str(wrong) not in hint, reaction.text
+    # the step is the one the sentence around the number shares most numbers with
+    steps = ["2 + 11 = 13", "13 + 9 = 22"]
+    assert misquoted_step("Correct! Then 13 + 9 = 23. Well done!", "23", steps) == "13 + 9 = 22"
+    assert misquoted_step("Correct! Your step 2 + 11 = 15 is spot on. And 22 is right.", "15", steps) == "2 + 11 = 13"
+    assert misquoted_step("Correct! 99 apples.", "99", steps) == "2 + 11 = 13, 13 + 9 = 22"  # no clue: every step
 
 
 @pytest.mark.parametrize("text", [

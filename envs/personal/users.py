@@ -15,7 +15,9 @@ Both read the answer before its style: a malformed one (``envs.personal.scoring.
 calculation without its result, a dropped number, a number from nowhere, a broken sentence, no final answer) confuses
 them, as garbled text would a person. They say so (never a thank-you, however plain the text) and say what is wrong
 and how to fix it ("Finish each calculation with its result."), naming the fragment, so that the judge votes -1 and
-finds a hint; an answer whose style they dislike as well gets that complaint too.
+finds a hint; an answer whose style they dislike as well gets that complaint too. A teacher whose comment misquotes
+the student's work ("Your step 2 + 11 = 15") also says what the student wrote ("The student wrote 2 + 11 = 13"), as a
+person pointing out a miscopied step would, so that the hint carries the right numbers.
 
 Whether an answer satisfies the user is decided by the deterministic personalization scorer (envs.personal.scoring,
 ``personalization_score``: 0 for a malformed answer); the teacher also needs the comment's verdict
@@ -25,6 +27,7 @@ Whether an answer satisfies the user is decided by the deterministic personaliza
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -131,6 +134,11 @@ _TEACHER_CONFUSED = {
     "no_verdict": ["I don't get it: is the answer right or not? Please say whether the student's answer is correct."],
     "empty": ["Huh? There's no comment. Please write one that says whether the answer is right."],
 }
+# with an "unknown_number" flaw, the step of the student's work the comment misquotes ({s}), so that the hint says
+# which numbers the comment should have had, not only that it had a wrong one
+_TEACHER_MISQUOTE = ["The student wrote {s}, so please quote each step exactly as they wrote it.",
+                     "Their step was {s}: please copy the student's numbers exactly.",
+                     "Please quote the step as the student wrote it: {s}."]
 _TEACHER_PRAISE = ["Great, that's exactly the kind of comment I want. Thanks!", "Perfect, thank you!",
                    "Nice, very specific and kind. Thanks."]
 
@@ -193,17 +201,44 @@ class SimulatedTeacher:
         flaw = find_comment_flaw(answer, problem, work, self.marks.get(problem.id, ""))
         if flaw is not None:
             style = self.rng.choice(_TEACHER_COMPLAIN) if score_teacher(answer, problem, work) < SATISFIED_AT else ""
-            return confused(self.rng, _TEACHER_CONFUSED, flaw, style)
+            fix = ""
+            if flaw.kind == "unknown_number" and problem.steps:
+                shown = [f"{s.expression} = {s.value}" for s in problem.steps[:-1]]
+                shown.append(f"{problem.steps[-1].expression} = {claimed}")
+                fix = self.rng.choice(_TEACHER_MISQUOTE).format(s=misquoted_step(answer, flaw.detail, shown))
+            return confused(self.rng, _TEACHER_CONFUSED, flaw, style, fix)
         if self.score(problem, answer) >= SATISFIED_AT:
             return Reaction(self.rng.choice(_TEACHER_PRAISE), "praise", True)
         return Reaction(self.rng.choice(_TEACHER_COMPLAIN), "complaint", False)
 
 
-def confused(rng: random.Random, phrasings: dict[str, list[str]], flaw: Flaw, style: str = "") -> Reaction:
-    """The user's reaction to a malformed answer: confusion, what is wrong, how to fix it, and the ``style``
-    complaint the answer would have had anyway (a user who minds both says both)."""
-    text = rng.choice(phrasings[flaw.kind]).format(d=flaw.detail)
-    return Reaction(f"{text} {style[:1].upper()}{style[1:]}" if style else text, "confused", False)
+def confused(rng: random.Random, phrasings: dict[str, list[str]], flaw: Flaw, style: str = "",
+             fix: str = "") -> Reaction:
+    """The user's reaction to a malformed answer: confusion, what is wrong, how to fix it (``fix``: a specific
+    correction, such as the step a comment misquoted), and the ``style`` complaint the answer would have had anyway (a
+    user who minds both says both)."""
+    parts = [rng.choice(phrasings[flaw.kind]).format(d=flaw.detail), fix, style[:1].upper() + style[1:]]
+    return Reaction(" ".join(x for x in parts if x), "confused", False)
+
+
+_NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
+
+
+def misquoted_step(text: str, number: str, steps: list[str]) -> str:
+    """The step of the student's work (``steps``: "2 + 11 = 13", ...) that ``text`` misquotes where it writes
+    ``number``: the step sharing the most numbers with the sentence around it ("Your step 2 + 11 = 15 is spot on" ->
+    "2 + 11 = 13"); every step, joined, where none shares one."""
+    def values(s: str) -> set[float]:
+        return {float(m.group().replace(",", "")) for m in _NUMBER.finditer(s)}
+
+    at = max(text.find(number), 0)
+    start = max(text.rfind(m, 0, at) for m in (". ", "! ", "? ", "\n")) + 1
+    ends = [e for e in (text.find(m, at) for m in (". ", "! ", "? ", "\n")) if e >= 0]
+    near = values(text[start:min(ends, default=len(text))]) - values(number)
+    shared = [len(values(s) & near) for s in steps]
+    if steps and max(shared) > 0:
+        return steps[shared.index(max(shared))]
+    return ", ".join(steps)
 
 
 def make_user(setting: str, seed: int = 0) -> SimulatedStudent | SimulatedTeacher:
