@@ -65,7 +65,7 @@ from openclaw_rl.stack import Service, Stack, engine_service, gateway_service, p
 # 0.046; 0.87, 0.86, 0.056: no change.
 # The simulated teacher naming the step a comment miscopies (envs/personal/users.py: "Their step was 70 - 64 = 6:
 # please copy the student's numbers exactly."), so that the hint on those turns, and OPD's teacher, has the right
-# number: 3 to 12 of the about 175 judged turns of a 3-seed run get such a hint. Teacher combined, twelve runs: 0.88,
+# number: 2 to 12 of the about 175 judged turns of a 3-seed run get such a hint. Teacher combined, twelve runs: 0.88,
 # 0.87, 0.049; 0.88, 0.85, 0.049; 0.88, 0.86, 0.049; 0.91, 0.89, 0.046 (binary 0.85, 0.84, 0.056; OPD 0.84, 0.82,
 # 0.037); 0.90, 0.88, 0.052; 0.88, 0.83, 0.043; 0.86, 0.83, 0.049; 0.89, 0.87, 0.052; 0.91, 0.90, 0.040; 0.89, 0.86,
 # 0.059; 0.85, 0.84, 0.043; 0.90, 0.88, 0.040: 0.048 (186 of 3,888) against 0.050 (97 of 1,944) over six runs
