@@ -23,7 +23,7 @@ from envs.personal.scoring import (
     well_formed_comment,
 )
 from envs.personal.styles import TEACHER_MARKS, render_grading, render_solution, render_student_work, teacher_mark
-from envs.personal.users import SimulatedStudent, SimulatedTeacher, misquoted_step
+from envs.personal.users import _TEACHER_MISQUOTE, SimulatedStudent, SimulatedTeacher, misquoted_step
 from tests.fixtures_model import tiny_model_path  # noqa: F401 - session fixture
 
 # the problem: 2 red, 11 blue and 9 green candies
@@ -207,16 +207,21 @@ def test_teacher_names_the_step_a_comment_misquotes_and_the_hint_carries_it() ->
     misquoted = comment.replace(f"{first.expression} = {first.value}", f"{first.expression} = {wrong}", 1)
     if misquoted == comment:
         misquoted = f"{comment} You worked out {first.expression} = {wrong}."
-    for _ in range(3):  # each phrasing
+    phrasings = set()
+    for _ in range(30):
         reaction = teacher.react(p, misquoted)
         assert reaction.kind == "confused", reaction
         vote, hint = judge.assess(reaction.text)
         assert vote == -1 and f"{first.expression} = {first.value}" in hint and str(wrong) not in hint, reaction.text
+        phrasings |= {t for t in _TEACHER_MISQUOTE if t.split("{s}")[0] in hint}
+    assert phrasings == set(_TEACHER_MISQUOTE)  # every phrasing keeps the step in the hint
     # the step is the one the sentence around the number shares most numbers with
     steps = ["2 + 11 = 13", "13 + 9 = 22"]
     assert misquoted_step("Correct! Then 13 + 9 = 23. Well done!", "23", steps) == "13 + 9 = 22"
     assert misquoted_step("Correct! Your step 2 + 11 = 15 is spot on. And 22 is right.", "15", steps) == "2 + 11 = 13"
     assert misquoted_step("Correct! 99 apples.", "99", steps) == "2 + 11 = 13, 13 + 9 = 22"  # no clue: every step
+    # the number itself, not the same digits inside another number ("3" in "13")
+    assert misquoted_step("Correct! You had 13 + 9 = 22. Then 2 + 11 = 3.", "3", steps) == "2 + 11 = 13"
 
 
 @pytest.mark.parametrize("text", [

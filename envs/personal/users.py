@@ -203,9 +203,10 @@ class SimulatedTeacher:
             style = self.rng.choice(_TEACHER_COMPLAIN) if score_teacher(answer, problem, work) < SATISFIED_AT else ""
             fix = ""
             if flaw.kind == "unknown_number" and problem.steps:
-                shown = [f"{s.expression} = {s.value}" for s in problem.steps[:-1]]
-                shown.append(f"{problem.steps[-1].expression} = {claimed}")
-                fix = self.rng.choice(_TEACHER_MISQUOTE).format(s=misquoted_step(answer, flaw.detail, shown))
+                # the steps as render_student_work shows them (styles.py is part of the model build's hash)
+                shown = [*problem.steps[:-1], problem.steps[-1]._replace(value=claimed)]
+                step = misquoted_step(answer, flaw.detail, [f"{s.expression} = {s.value}" for s in shown])
+                fix = self.rng.choice(_TEACHER_MISQUOTE).format(s=step)
             return confused(self.rng, _TEACHER_CONFUSED, flaw, style, fix)
         if self.score(problem, answer) >= SATISFIED_AT:
             return Reaction(self.rng.choice(_TEACHER_PRAISE), "praise", True)
@@ -231,7 +232,8 @@ def misquoted_step(text: str, number: str, steps: list[str]) -> str:
     def values(s: str) -> set[float]:
         return {float(m.group().replace(",", "")) for m in _NUMBER.finditer(s)}
 
-    at = max(text.find(number), 0)
+    found = re.search(rf"(?<![\d.,]){re.escape(number)}(?![\d])", text)  # "3", not the 3 of "13" or "30"
+    at = found.start() if found else 0
     start = max(text.rfind(m, 0, at) for m in (". ", "! ", "? ", "\n")) + 1
     ends = [e for e in (text.find(m, at) for m in (". ", "! ", "? ", "\n")) if e >= 0]
     near = values(text[start:min(ends, default=len(text))]) - values(number)
