@@ -12,6 +12,7 @@ from activities.judges import HeuristicJudge
 from envs.personal.evaluate import EVAL_SEED, heldout_problems
 from envs.personal.problems import Problem, Step, generate
 from envs.personal.scoring import (
+    Flaw,
     comment_verdict,
     extract_answer,
     find_comment_flaw,
@@ -151,6 +152,12 @@ def test_comments_well_formed_and_broken() -> None:
     wrong_work, wrong_mark = "2 + 11 = 13\n13 + 9 = 21\nAnswer: 21", "I marked it wrong: the answer is 22 candies."
     fix = "Not quite right, but good effort! In the last step, 13 + 9 is 22, not 21, so the answer should be 22."
     assert well_formed_comment(fix, JAR, wrong_work, wrong_mark) == (True, "")
+    # quoting the student's own wrong step is not a wrong step of the comment's; a wrong correction is
+    quote = "Not quite right, but good effort! You wrote 13 + 9 = 21, but 13 + 9 comes out to 22: the answer is 22."
+    assert well_formed_comment(quote, JAR, wrong_work, wrong_mark) == (True, "")
+    bad_fix = fix.replace("13 + 9 is 22", "13 * 9 is 22")
+    assert find_comment_flaw(bad_fix, JAR, wrong_work, wrong_mark) == Flaw("wrong_step", "13 * 9 is 22")
+    assert well_formed_comment("Correct! 9 + 13 = 22 and 22 - 9 = 13. Great job!", JAR, WORK, MARK) == (True, "")
     broken = {
         "Correct, great job! Your step 2 + 11 = 15 for the red and blue candies is spot on.": ("unknown_number",
                                                                                                 "15"),
@@ -158,6 +165,11 @@ def test_comments_well_formed_and_broken() -> None:
         "Correct, great job! Your answer of . Keep up the great work!": ("broken_sentence", "answer of ."),
         "Thanks for showing your work! You found 2 + 11 = 13 and 13 + 9 = 22.": ("no_verdict", ""),
         "Correct, great job! Your answer of 22 candies is exactly right. I like how you": ("broken_sentence", "you"),
+        # every number is in the work, but the step is miscopied (the work says 2 + 11 = 13)
+        "Correct, great job! Your answer of 22 candies is right. Your step 2 + 11 = 22 is spot on.": ("wrong_step",
+                                                                                                    "2 + 11 = 22"),
+        "Correct, well done! You found 13 + 9 comes out to 13, so 22 candies is right.": ("wrong_step",
+                                                                                           "13 + 9 comes out to 13"),
     }
     for comment, (kind, named) in broken.items():
         flaw = find_comment_flaw(comment, JAR, WORK, MARK)
@@ -220,6 +232,13 @@ def test_teacher_names_the_step_a_comment_misquotes_and_the_hint_carries_it() ->
     assert misquoted_step("Correct! Then 13 + 9 = 23. Well done!", "23", steps) == "13 + 9 = 22"
     assert misquoted_step("Correct! Your step 2 + 11 = 15 is spot on. And 22 is right.", "15", steps) == "2 + 11 = 13"
     assert misquoted_step("Correct! 99 apples.", "99", steps) == "2 + 11 = 13, 13 + 9 = 22"  # no clue: every step
+    # a wrong step whose numbers all appear in the work: the step sharing its operands is named
+    wrong_step = comment.replace(f"{first.expression} = {first.value}", f"{first.expression} = {p.answer}", 1)
+    assert first.value != p.answer and wrong_step != comment  # the problem chosen exercises it
+    reaction = teacher.react(p, wrong_step)
+    vote, hint = judge.assess(reaction.text)
+    assert reaction.kind == "confused" and vote == -1, reaction.text
+    assert f"{first.expression} = {first.value}" in hint and "wrong step" not in hint, reaction.text
     # the number itself, not the same digits inside another number ("3" in "13")
     assert misquoted_step("Correct! You had 13 + 9 = 22. Then 2 + 11 = 3.", "3", steps) == "2 + 11 = 13"
 

@@ -29,6 +29,10 @@ cannot score by lacking the features the rubric penalizes. ``find_flaw`` / ``wel
                        Here's how I got it: ..." states its result first). A comment may use the problem's numbers,
                        the student's work and the teacher's mark: it quotes, so its own sums do not count. List
                        markers ("1.", "Step 2:") and ordinals are not numbers here;
+    wrong step         (comments) a one-operation calculation that is false and is not one the student wrote: "Your
+                       step 12 - 11 = 3" where the work says 12 - 11 = 1 miscopies it though each number appears
+                       somewhere (quoting the student's own wrong step is fine). An answer's wrong sum is task
+                       accuracy's business; a comment's is not caught by its verdict, so it counts here;
     no final answer    (answers) neither an answer tag with a number ("the answer is 17", "Answer: 17") nor a number
                        in the last sentence;
     no verdict         (comments) ``comment_verdict`` reads neither right nor wrong.
@@ -155,10 +159,10 @@ def comment_verdict(text: str) -> bool | None:
 # ---------------------------------------------------------------------------------------------------------------------
 
 FlawKind = Literal["empty", "incomplete_equation", "dangling_operator", "broken_sentence", "unknown_number",
-                   "no_final_answer", "no_verdict"]
+                   "wrong_step", "no_final_answer", "no_verdict"]
 _FLAW_NAMES: dict[str, str] = {
     "empty": "empty", "incomplete_equation": "incomplete equation", "dangling_operator": "dangling operator",
-    "broken_sentence": "broken sentence", "unknown_number": "number from nowhere",
+    "broken_sentence": "broken sentence", "unknown_number": "number from nowhere", "wrong_step": "wrong step",
     "no_final_answer": "no final answer", "no_verdict": "no verdict"}
 
 
@@ -352,6 +356,52 @@ def _unknown_in_answer(text: str, toks: list[_Tok], known: set[float]) -> Flaw |
     return None
 
 
+_STATED = {"is", "gives", "makes", "equals", "comes", "out", "to", "which", "leaves", ","}  # "6 * 9 comes out to 54"
+_OPS = {"+": "+", "-": "-", "*": "*", "x": "*", "X": "*", "×": "*", "/": "/", "÷": "/"}
+
+
+def _stated_steps(text: str, toks: list[_Tok]) -> list[tuple[float, str, float, float, str]]:
+    """The one-operation calculations a text states, with their results: "12 - 11 = 1", "6 * 9 comes out to 54" ->
+    (a, op, b, result, fragment). Longer expressions are left out."""
+    out = []
+    for i in range(1, len(toks) - 2):
+        a, b = toks[i - 1], toks[i + 1]
+        if a.kind != "num" or b.kind != "num" or not _is_op(toks, text, i) or _is_op(toks, text, i - 2) \
+                or _is_op(toks, text, i + 2):
+            continue
+        j = i + 2
+        if _kind(_at(toks, j)) == "op" and toks[j].text == "=":
+            j += 1
+        else:
+            while j < len(toks) and j <= i + 5 and toks[j].text.lower() in _STATED:
+                j += 1
+            if j == i + 2:
+                continue
+        if _kind(_at(toks, j)) == "num" and not _is_op(toks, text, j + 1):
+            out.append((_value(a), _OPS[toks[i].text], _value(b), _value(toks[j]), text[a.start:toks[j].end]))
+    return out
+
+
+def _holds(a: float, op: str, b: float, result: float) -> bool:
+    if op == "/":
+        return b != 0 and abs(a / b - result) < 0.01
+    return abs({"+": a + b, "-": a - b, "*": a * b}[op] - result) < 1e-6
+
+
+def _wrong_step(text: str, toks: list[_Tok], student_work: str) -> Flaw | None:
+    """A calculation the comment states that is false and is not one the student wrote ("Your step 12 - 11 = 3 is
+    right" where the work says 12 - 11 = 1): every number in it may come from the sources and still be miscopied.
+    Quoting the student's own wrong step is not one."""
+    work = _plain(student_work)
+    theirs = set()
+    for a, op, b, result, _ in _stated_steps(work, _tokens(work)):
+        theirs |= {(a, op, b, result), (b, op, a, result) if op in "+*" else (a, op, b, result)}
+    for a, op, b, result, fragment in _stated_steps(text, toks):
+        if not _holds(a, op, b, result) and (a, op, b, result) not in theirs:
+            return Flaw("wrong_step", fragment)
+    return None
+
+
 def find_flaw(answer: str, problem: Problem) -> Flaw | None:
     """What makes a homework answer malformed (see the module docstring), or None when it is well-formed."""
     text = _plain(answer)
@@ -376,7 +426,8 @@ def find_comment_flaw(comment: str, problem: Problem, student_work: str = "", ma
         return Flaw("empty")
     toks = _tokens(text)
     known = problem_numbers(problem) | _values(student_work) | _values(mark)
-    flaw = _math_flaw(text, toks) or _sentence_flaw(text) or _unknown(toks, known)
+    flaw = _math_flaw(text, toks) or _sentence_flaw(text) or _unknown(toks, known) or _wrong_step(text, toks,
+                                                                                                    student_work)
     if flaw:
         return flaw
     return Flaw("no_verdict") if comment_verdict(text) is None else None

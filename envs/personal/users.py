@@ -16,8 +16,9 @@ calculation without its result, a dropped number, a number from nowhere, a broke
 them, as garbled text would a person. They say so (never a thank-you, however plain the text) and say what is wrong
 and how to fix it ("Finish each calculation with its result."), naming the fragment, so that the judge votes -1 and
 finds a hint; an answer whose style they dislike as well gets that complaint too. A teacher whose comment misquotes
-the student's work ("Your step 2 + 11 = 15") also says what the student wrote ("The student wrote 2 + 11 = 13"), as a
-person pointing out a miscopied step would, so that the hint carries the right numbers.
+the student's work ("Your step 2 + 11 = 15", or "2 + 11 = 11": a wrong step whose numbers all appear somewhere) also
+says what the student wrote ("The student wrote 2 + 11 = 13"), as a person pointing out a miscopied step would, so that
+the hint carries the right numbers.
 
 Whether an answer satisfies the user is decided by the deterministic personalization scorer (envs.personal.scoring,
 ``personalization_score``: 0 for a malformed answer); the teacher also needs the comment's verdict
@@ -128,14 +129,16 @@ _TEACHER_CONFUSED = {
                        "student actually wrote.",
                        "Wait, the student never wrote {d}, that's wrong. Refer only to the numbers in their work and "
                        "in my mark."],
+    "wrong_step": ["Wait, {d}? That's wrong, and it's not what the student wrote.",
+                   "Hold on, the comment says {d}, which isn't right. Don't change the student's numbers."],
     "broken_sentence": ["I can't send this, the sentences are broken ({d}) and don't make sense. Please write "
                         "complete, clear sentences.",
                         "What? This breaks off mid-sentence ({d}). Write the comment in complete sentences."],
     "no_verdict": ["I don't get it: is the answer right or not? Please say whether the student's answer is correct."],
     "empty": ["Huh? There's no comment. Please write one that says whether the answer is right."],
 }
-# with an "unknown_number" flaw, the step of the student's work the comment misquotes ({s}), so that the hint says
-# which numbers the comment should have had, not only that it had a wrong one
+# with an "unknown_number" or "wrong_step" flaw, the step of the student's work the comment misquotes ({s}), so that the
+# hint says which numbers the comment should have had, not only that it had a wrong one
 _TEACHER_MISQUOTE = ["The student wrote {s}, so please quote each step exactly as they wrote it.",
                      "Their step was {s}: please copy the student's numbers exactly.",
                      "Please quote the step as the student wrote it: {s}."]
@@ -202,10 +205,14 @@ class SimulatedTeacher:
         if flaw is not None:
             style = self.rng.choice(_TEACHER_COMPLAIN) if score_teacher(answer, problem, work) < SATISFIED_AT else ""
             fix = ""
-            if flaw.kind == "unknown_number" and problem.steps:
+            if flaw.kind in ("unknown_number", "wrong_step") and problem.steps:
                 # the steps as render_student_work shows them (styles.py is part of the model build's hash)
                 shown = [*problem.steps[:-1], problem.steps[-1]._replace(value=claimed)]
-                step = misquoted_step(answer, flaw.detail, [f"{s.expression} = {s.value}" for s in shown])
+                steps = [f"{s.expression} = {s.value}" for s in shown]
+                if flaw.kind == "wrong_step":  # the step whose operands the wrong one shares: "3 * 11 = 3" -> 3 * 1
+                    step = misquoted_step(flaw.detail, _NUMBER.findall(flaw.detail)[-1], steps)
+                else:
+                    step = misquoted_step(answer, flaw.detail, steps)
                 fix = self.rng.choice(_TEACHER_MISQUOTE).format(s=step)
             return confused(self.rng, _TEACHER_CONFUSED, flaw, style, fix)
         if self.score(problem, answer) >= SATISFIED_AT:
