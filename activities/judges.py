@@ -53,6 +53,7 @@ _COMPLAINT = [
     r"(bold|headers?|headings?|numbered|numbers|lists?|bullets?|markdown|formatting|answer)",
     r"\bdon'?t (use|put|write|add|number|bold|format)", r"\bnot (specific|helpful|friendly|useful|personal)",
     r"\b(wrong|incorrect|mistake|error|traceback|failed|failure)\b", r"that'?s not (right|what)",
+    r"\b(isn'?t|is not|wasn'?t|was not) (quite )?(right|correct|true)\b",
     r"\b(hate|dislike|annoying)\b", r"\bcan you (redo|rewrite|try again)", r"\bagain\b", r"\bless (formal|stiff)",
     r"\b(fake|artificial)\b", r"\blike (an? )?ai\b", r"\bneed more\b", r"\ban ai\b",
     r"\bmore (specific|friendly|detail|encouraging|casual|natural|human|warm)",

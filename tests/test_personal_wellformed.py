@@ -24,7 +24,13 @@ from envs.personal.scoring import (
     well_formed_comment,
 )
 from envs.personal.styles import TEACHER_MARKS, render_grading, render_solution, render_student_work, teacher_mark
-from envs.personal.users import _TEACHER_MISQUOTE, SimulatedStudent, SimulatedTeacher, misquoted_step
+from envs.personal.users import (
+    _TEACHER_CONFUSED,
+    _TEACHER_MISQUOTE,
+    SimulatedStudent,
+    SimulatedTeacher,
+    misquoted_step,
+)
 from tests.fixtures_model import tiny_model_path  # noqa: F401 - session fixture
 
 # the problem: 2 red, 11 blue and 9 green candies
@@ -235,10 +241,14 @@ def test_teacher_names_the_step_a_comment_misquotes_and_the_hint_carries_it() ->
     # a wrong step whose numbers all appear in the work: the step sharing its operands is named
     wrong_step = comment.replace(f"{first.expression} = {first.value}", f"{first.expression} = {p.answer}", 1)
     assert first.value != p.answer and wrong_step != comment  # the problem chosen exercises it
-    reaction = teacher.react(p, wrong_step)
-    vote, hint = judge.assess(reaction.text)
-    assert reaction.kind == "confused" and vote == -1, reaction.text
-    assert f"{first.expression} = {first.value}" in hint and "wrong step" not in hint, reaction.text
+    openings = set()
+    for _ in range(30):
+        reaction = teacher.react(p, wrong_step)
+        vote, hint = judge.assess(reaction.text)
+        assert reaction.kind == "confused" and vote == -1, reaction.text
+        assert f"{first.expression} = {first.value}" in hint, reaction.text
+        openings.add(reaction.text.split(",")[0])
+    assert openings == {t.split(",")[0] for t in _TEACHER_CONFUSED["wrong_step"]}  # each phrasing is a -1 and a hint
     # the number itself, not the same digits inside another number ("3" in "13")
     assert misquoted_step("Correct! You had 13 + 9 = 22. Then 2 + 11 = 3.", "3", steps) == "2 + 11 = 13"
 
@@ -246,7 +256,8 @@ def test_teacher_names_the_step_a_comment_misquotes_and_the_hint_carries_it() ->
 @pytest.mark.parametrize("text", [
     "what?", "Wait, that's wrong.", "that doesn't make sense", "you dropped a number", "huh? 2 + 11 = what?",
     "thanks, but that makes no sense", "great, but where did 7 come from?", "I can't follow this at all",
-    "ok thanks! but what's the answer?",
+    "ok thanks! but what's the answer?", "Thanks, but 2 + 11 = 15 isn't right.",
+    "Perfect except that 9 is not correct.",
 ])
 def test_judge_votes_minus_one_on_confusion(text: str) -> None:
     assert HeuristicJudge().assess(text)[0] == -1

@@ -130,7 +130,7 @@ _TEACHER_CONFUSED = {
                        "Wait, the student never wrote {d}, that's wrong. Refer only to the numbers in their work and "
                        "in my mark."],
     "wrong_step": ["Wait, {d}? That's wrong, and it's not what the student wrote.",
-                   "Hold on, the comment says {d}, which isn't right. Don't change the student's numbers."],
+                   "Hold on, the comment says {d}, which isn't right. Please don't change the student's numbers."],
     "broken_sentence": ["I can't send this, the sentences are broken ({d}) and don't make sense. Please write "
                         "complete, clear sentences.",
                         "What? This breaks off mid-sentence ({d}). Write the comment in complete sentences."],
