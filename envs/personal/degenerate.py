@@ -9,9 +9,9 @@ setting and condition the degenerate rate (with its binomial standard error and,
 the K samplings), the task accuracy (``envs.personal.evaluate.is_correct``: the student's final answer, the teacher's
 verdict), the count per flaw and the first few flagged answers with their reasons.
 
-Measured on a validation draw (``--problem-seed 424242 --n 216 --draws 3``; hinted rate, student / teacher, each ± about
-0.01): the earlier default build (4 layers, 3,200 steps) 0.053 / 0.130; the same recipe with 6 layers 0.071 / 0.108; 6
-layers with more friendly practice (``default_ai`` 0.6, ``default_terse`` 0.5) 0.076 / 0.071; 6 layers with
+Measured on a validation draw (``--problem-seed 424242 --n 216 --draws 3``; hinted rate, student / teacher, each ±
+about 0.01): the earlier default build (4 layers, 3,200 steps) 0.053 / 0.130; the same recipe with 6 layers 0.071 /
+0.108; 6 layers with more friendly practice (``default_ai`` 0.6, ``default_terse`` 0.5) 0.076 / 0.071; 6 layers with
 quoting-practice rows (the grader asks what the student wrote, in work with slips) and no answer-first casual template
 0.060 / 0.073. With one draw, two seeds of one 6-layer recipe (half the default comments friendly, no answer-first
 template) gave 0.093 / 0.130 and 0.065 / 0.250: a single build says little. Deeper models with more comment practice
@@ -53,6 +53,10 @@ Seeds 4 and 5 of the default recipe built on an x86-64 CPU without AVX-512 (torc
 3,015 s, final loss 0.1449 and 0.1467), three draws: 0.056 / 0.054, student accuracy 0.520 (first answers 0.039 /
 0.014), and 0.029 / 0.139, 0.505 (first answers 0.015 / 0.009): neither lowers the teacher's hinted rate below the
 default's, so neither was run on the stack.
+The teacher's rates above were measured before a comment's wrong step counted (``scoring.find_comment_flaw``: "Your
+step 12 - 11 = 3" where the work says 12 - 11 = 1). With it, the default build on the experiment's own draw (``--n 108
+--draws 3``): first answers student / teacher 0.034 / 0.009, hinted 0.034 / 0.037 (0.015 before; 7 of its 12 flagged
+hinted comments a wrong step).
 """
 
 from __future__ import annotations
