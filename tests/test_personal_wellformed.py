@@ -29,6 +29,7 @@ from envs.personal.users import (
     _TEACHER_MISQUOTE,
     SimulatedStudent,
     SimulatedTeacher,
+    closest_step,
     misquoted_step,
 )
 from tests.fixtures_model import tiny_model_path  # noqa: F401 - session fixture
@@ -249,6 +250,10 @@ def test_teacher_names_the_step_a_comment_misquotes_and_the_hint_carries_it() ->
         assert f"{first.expression} = {first.value}" in hint, reaction.text
         openings.add(reaction.text.split(",")[0])
     assert openings == {t.split(",")[0] for t in _TEACHER_CONFUSED["wrong_step"]}  # each phrasing is a -1 and a hint
+    # a wrong step names the step most like it place by place, not the one sharing a number elsewhere
+    assert closest_step("3 * 11 = 3", ["12 - 11 = 1", "3 * 1 = 3"]) == "3 * 1 = 3"
+    assert closest_step("10 + 35 = 35", ["10 + 25 = 35", "35 - 5 = 30"]) == "10 + 25 = 35"
+    assert closest_step("no step here", ["2 + 11 = 13", "13 + 9 = 22"]) == "2 + 11 = 13, 13 + 9 = 22"
     # the number itself, not the same digits inside another number ("3" in "13")
     assert misquoted_step("Correct! You had 13 + 9 = 22. Then 2 + 11 = 3.", "3", steps) == "2 + 11 = 13"
 

@@ -382,6 +382,12 @@ def _stated_steps(text: str, toks: list[_Tok]) -> list[tuple[float, str, float, 
     return out
 
 
+def stated_steps(text: str) -> list[tuple[float, str, float, float, str]]:
+    """``_stated_steps`` of a raw text: "12 - 11 = 1" -> [(12.0, "-", 11.0, 1.0, "12 - 11 = 1")]."""
+    plain = _plain(text)
+    return _stated_steps(plain, _tokens(plain))
+
+
 def _holds(a: float, op: str, b: float, result: float) -> bool:
     if op == "/":
         return b != 0 and abs(a / b - result) < 0.01
@@ -392,10 +398,9 @@ def _wrong_step(text: str, toks: list[_Tok], student_work: str) -> Flaw | None:
     """A calculation the comment states that is false and is not one the student wrote ("Your step 12 - 11 = 3 is
     right" where the work says 12 - 11 = 1): every number in it may come from the sources and still be miscopied.
     Quoting the student's own wrong step is not one."""
-    work = _plain(student_work)
     theirs = set()
-    for a, op, b, result, _ in _stated_steps(work, _tokens(work)):
-        theirs |= {(a, op, b, result), (b, op, a, result) if op in "+*" else (a, op, b, result)}
+    for a, op, b, result, _ in stated_steps(student_work):
+        theirs |= {(a, op, b, result), (b, op, a, result)} if op in ("+", "*") else {(a, op, b, result)}
     for a, op, b, result, fragment in _stated_steps(text, toks):
         if not _holds(a, op, b, result) and (a, op, b, result) not in theirs:
             return Flaw("wrong_step", fragment)

@@ -41,6 +41,7 @@ from envs.personal.scoring import (
     personalization_score,
     score_student,
     score_teacher,
+    stated_steps,
 )
 from envs.personal.styles import render_student_work, teacher_mark
 
@@ -209,8 +210,8 @@ class SimulatedTeacher:
                 # the steps as render_student_work shows them (styles.py is part of the model build's hash)
                 shown = [*problem.steps[:-1], problem.steps[-1]._replace(value=claimed)]
                 steps = [f"{s.expression} = {s.value}" for s in shown]
-                if flaw.kind == "wrong_step":  # the step whose operands the wrong one shares: "3 * 11 = 3" -> 3 * 1
-                    step = misquoted_step(flaw.detail, _NUMBER.findall(flaw.detail)[-1], steps)
+                if flaw.kind == "wrong_step":
+                    step = closest_step(flaw.detail, steps)
                 else:
                     step = misquoted_step(answer, flaw.detail, steps)
                 fix = self.rng.choice(_TEACHER_MISQUOTE).format(s=step)
@@ -248,6 +249,20 @@ def misquoted_step(text: str, number: str, steps: list[str]) -> str:
     if steps and max(shared) > 0:
         return steps[shared.index(max(shared))]
     return ", ".join(steps)
+
+
+def closest_step(wrong: str, steps: list[str]) -> str:
+    """The step of the student's work (``steps``: "2 + 11 = 13", ...) most like the ``wrong`` one a comment states,
+    place by place (first number, operator, second number, result): "3 * 11 = 3" -> "3 * 1 = 3", not "12 - 11 = 1"."""
+    stated = stated_steps(wrong)
+    if not stated or not steps:
+        return ", ".join(steps)
+
+    def alike(step: str) -> int:
+        theirs = stated_steps(step)
+        return sum(x == y for x, y in zip(stated[0][:4], theirs[0][:4])) if theirs else 0
+
+    return max(steps, key=alike)  # the first of equally alike ones
 
 
 def make_user(setting: str, seed: int = 0) -> SimulatedStudent | SimulatedTeacher:
