@@ -73,15 +73,17 @@ from openclaw_rl.stack import Service, Stack, engine_service, gateway_service, p
 # 0.043; --teacher-temperature 0.5 (the hinted teacher sharper on the named number): 0.89, 0.84, 0.037; 0.90, 0.87,
 # 0.062; 0.89, 0.87, 0.040; 0.88, 0.87, 0.056; 0.89, 0.86, 0.043; 0.89, 0.87, 0.059: 0.049 (96 of 1,944). No change.
 # A comment's wrong step counting as malformed ("Your step 12 - 11 = 3" where the work says 12 - 11 = 1; the simulated
-# teacher names the step there too), teacher, 24 interactions, 3 seeds: combined 0.87, 0.85, 0.062 (binary 0.79, 0.70,
-# 0.074, accuracy 0.96; OPD 0.68, 0.40, 0.043, one seed with fewer than 16 hinted turns trained nothing); two more of
-# combined 0.86, 0.84, 0.062; 0.87, 0.84, 0.059: 0.061 (59 of 972, 9 of them a wrong step; 0.051 without that check).
-# Levers at that check, combined (score, worst seed, malformed): --batch-size 8 --ppo-epochs 4: 0.90, 0.89, 0.065;
-# 0.90, 0.89, 0.065. --trainer clip_eps=0.5: 0.90, 0.89, 0.065; 0.90, 0.88, 0.056. --kl-beta 0.1: 0.79, 0.74, 0.071;
-# 0.80, 0.78, 0.056. --lr 1.25e-4: 0.88, 0.87, 0.062; 0.86, 0.84, 0.059. --trainer w_binary=0.5 (the vote at half
-# weight beside OPD): 0.85, 0.83, 0.065; 0.87, 0.86, 0.068.
-# The base model's comments under a style hint are malformed 3.7% of the time (7 of 12 a wrong step; degenerate.py);
-# none of these levers brings the trained share below 0.056.
+# teacher names the student's step most like it, users.closest_step), teacher, 24 interactions, 3 seeds: combined 0.88,
+# 0.86, 0.074 (binary 0.83, 0.80, 0.077; OPD 0.82, 0.82, 0.059); two more of combined 0.88, 0.87, 0.062; 0.87, 0.86,
+# 0.065: 0.067 (65 of 972, 15 of them a wrong step; 0.051 without that check). With the step named as for a number from
+# nowhere (the one sharing most numbers with the sentence) instead: combined 0.87, 0.85, 0.062 (binary 0.79, 0.70,
+# 0.074, accuracy 0.96; OPD 0.68, 0.40, 0.043, one seed with fewer than 16 hinted turns trained nothing); 0.86, 0.84,
+# 0.062; 0.87, 0.84, 0.059: 0.061 (59 of 972, 9 a wrong step; 0.051 without the check). Levers at that, combined (score,
+# worst seed, malformed): --batch-size 8 --ppo-epochs 4: 0.90, 0.89, 0.065; 0.90, 0.89, 0.065. --trainer clip_eps=0.5:
+# 0.90, 0.89, 0.065; 0.90, 0.88, 0.056. --kl-beta 0.1: 0.79, 0.74, 0.071; 0.80, 0.78, 0.056. --lr 1.25e-4: 0.88, 0.87,
+# 0.062; 0.86, 0.84, 0.059. --trainer w_binary=0.5 (the vote at half weight beside OPD): 0.85, 0.83, 0.065; 0.87, 0.86,
+# 0.068. The base model's comments under a style hint are malformed 3.7% of the time (7 of 12 a wrong step;
+# degenerate.py); none of these levers brings the trained share below 0.056.
 # The seed-1 build shipped before it (the same recipe and seed built on another kind of CPU, so another model;
 # tinymodel/build.py), at the same defaults: student combined 0.27 -> 0.93 (worst 0.88), malformed 0.009 -> 0.031,
 # accuracy 0.42 -> 0.36; binary 0.82 (worst 0.79, malformed 0.025, accuracy 0.35); OPD 0.56 (worst 0.47, malformed
