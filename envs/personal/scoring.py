@@ -356,7 +356,7 @@ def _unknown_in_answer(text: str, toks: list[_Tok], known: set[float]) -> Flaw |
     return None
 
 
-_STATED = {"is", "gives", "makes", "equals", "comes", "out", "to", "which", "leaves", ","}  # "6 * 9 comes out to 54"
+_STATED = _LINK | {"out", ","}  # the words linking a result, and "6 * 9 comes out to 54"
 _OPS = {"+": "+", "-": "-", "*": "*", "x": "*", "X": "*", "×": "*", "/": "/", "÷": "/"}
 
 
