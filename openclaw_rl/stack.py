@@ -91,8 +91,9 @@ def engine_service(s: Settings, model_path: str | None = None) -> Service:
 
 
 def gateway_service(s: Settings) -> Service:
-    argv = [sys.executable, "-m", "uvicorn", "api.app:create_app", "--factory", "--host", s.gateway_host, "--port",
-            str(s.gateway_port), "--log-level", "warning", "--no-access-log"]
+    # through the CLI, not plain uvicorn: it leaves past the Temporal bridge's teardown (openclaw_rl.process_exit)
+    argv = [sys.executable, "-m", "openclaw_rl.cli", "gateway", "serve", "--host", s.gateway_host, "--port",
+            str(s.gateway_port)]
     return Service("gateway", argv, port=s.gateway_port,
                    health_url=f"http://{s.gateway_host}:{s.gateway_port}/healthz")
 

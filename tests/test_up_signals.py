@@ -231,6 +231,10 @@ def test_signal_stops_the_whole_stack(sig: signal.Signals, up_env: dict[str, str
     assert port_open("127.0.0.1", int(up_env["OPENCLAW_GATEWAY_PORT"]))
     stop_and_check(up, sig, snapshot)
     assert_nothing_left(up_env)
+    logs = Path(up_env["OPENCLAW_RUNTIME_DIR"]) / "logs"
+    for name in ("gateway", "workers"):  # both hold Temporal clients: no abort in the interpreter's teardown
+        text = (logs / f"{name}.log").read_text()
+        assert "Fatal Python error" not in text and "Traceback" not in text, f"{name}.log:\n{text[-2000:]}"
 
 
 @pytest.mark.parametrize("waiting_for", ["engine", "workers"])
