@@ -4,7 +4,8 @@
   prompts/ templates.
 - General-track step judges (``complete_step``): the LLM judge fills the prompts/ ``general_<env>`` template; the
   heuristic one reads the tool results the way a terminal user would: a malformed action, a timeout or a non-zero exit
-  status is -1, a command that ran cleanly +1, a submission 0 (whether it was right is the outcome's business).
+  status is -1, a command that ran cleanly +1, a submission 0 (whether it was right is the outcome's business). A call
+  that repeats an earlier step's call and gets the same result back is -1 however cleanly it ran: no progress.
 - `HeuristicJudge`: no LLM. A rule-based stand-in, named as such everywhere it is used: it reads explicit praise,
   complaint, confusion and correction phrases in the next state and writes a judgement in the same `\\boxed{}` /
   `[HINT_START]...[HINT_END]` format an LLM judge would, with the corrective sentences as the hint. A user who is
@@ -15,6 +16,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from typing import Protocol
 
@@ -123,15 +125,40 @@ class HeuristicJudge:
     async def complete_step(self, req: StepJudgeRequest) -> str:
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
-        score, why = assess_step(req.tool_calls, req.tool_results)
+        score, why = assess_step(req.tool_calls, req.tool_results, req.history)
         return f"[heuristic judge] {why} \\boxed{{{score}}}"
 
 
 _EXIT = re.compile(r"\[exit status (-?\d+|unknown)\]\s*$")
 
 
-def assess_step(tool_calls: str, tool_results: str) -> tuple[int, str]:
-    """The heuristic step vote: (score, reason) from the step's tool call and what it produced."""
+_STEP = re.compile(r"(?:^|\n\n)Step (\d+):\n")
+_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+
+
+def _json(text: str) -> object:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def repeated_step(tool_calls: str, tool_results: str, history: str) -> int | None:
+    """The earlier step (index) of ``history`` (``workflows.episode.judge_request``'s "Step i:\\n{action}\\n->
+    {observation}" blocks) that made the same tool call and got the same result back, or None."""
+    call = _json(tool_calls)
+    if call is None:
+        return None
+    parts = _STEP.split(history)
+    for index, block in zip(parts[1::2], parts[2::2]):
+        action, sep, observation = block.partition("\n-> ")
+        if sep and observation == tool_results and any(_json(c) == call for c in _CALL.findall(action)):
+            return int(index)
+    return None
+
+
+def assess_step(tool_calls: str, tool_results: str, history: str = "") -> tuple[int, str]:
+    """The heuristic step vote: (score, reason) from the step's tool call, what it produced and the earlier steps."""
     if tool_results.startswith("Invalid action") or tool_calls.startswith("(malformed"):
         return -1, "The action is malformed: nothing ran."
     if "[timed out" in tool_results:
@@ -142,6 +169,8 @@ def assess_step(tool_calls: str, tool_results: str) -> tuple[int, str]:
     if m is None:
         return 0, "The tool results carry no exit status."
     if m.group(1) == "0":
+        if (earlier := repeated_step(tool_calls, tool_results, history)) is not None:
+            return -1, f"The command repeats step {earlier} and gets the same result: no progress."
         return 1, "The command ran cleanly."
     return -1, f"The command failed (exit status {m.group(1)})."
 

@@ -158,3 +158,26 @@ def test_verifier_does_not_follow_links_to_host_files(env):
     env.step(bash("ln -s /etc/hostname done.txt"))
     outcome = env.evaluate()
     assert not outcome.success and "missing" in outcome.detail
+
+
+async def test_the_heuristic_step_judge_votes_down_a_repeat_that_changes_nothing(env):
+    """Real steps through ``judge_request`` (the history a step judge sees) and the heuristic judge: a clean command
+    +1; the same call again with the same output -1 (no progress); the same call after the output changed +1."""
+    from activities.judges import HeuristicJudge
+    from rlcore.judging import parse_score
+    from workflows.contracts import EpisodeStep
+    from workflows.episode import judge_request
+
+    env.reset(scratch())
+    judge, steps, votes = HeuristicJudge(), [], []
+    for text in ["Let me look.\n" + bash("ls"), "Again.\n" + bash("ls"), bash("touch c.txt"), bash("ls"),
+                 bash("ls -1")]:
+        r = env.step(text)
+        step = EpisodeStep(index=len(steps), action=text, observation=r.observation)
+        steps.append(step)
+        req = judge_request("terminal", "ep", "Do nothing in particular.", steps, step, r.info)
+        raw = await judge.complete_step(req)
+        votes.append(parse_score(raw))
+        if len(steps) == 2:
+            assert "repeats step 0" in raw and "Step 0:\n" in req.history
+    assert votes == [1, -1, 1, 1, 1], votes
