@@ -183,6 +183,56 @@ def test_untied_tp2_round_trip_logits_and_step(tmp_path: Path) -> None:
         torch.testing.assert_close(ours[name], t, rtol=0, atol=0.05 * LR, msg=name)
 
 
+def test_sliding_window_logits_and_step(tmp_path: Path) -> None:
+    """A window of 4 positions on every layer (the default tiny model has one of 512), on rows of up to 16 tokens:
+    Megatron's logits match Hugging Face's sliding-window attention and its step the PyTorch backend's."""
+    from trainer.megatron.run_step import read_samples
+    from trainer.torch_backend import TorchBackend, TrainConfig
+
+    model = make_random_qwen3(tmp_path / "model", seed=3, sliding_window=4)
+    vocab = json.loads((model / "config.json").read_text())["vocab_size"]
+    samples = _write_samples(tmp_path / "samples.jsonl", vocab)
+    assert max(len(s.prompt_ids) + len(s.response_ids) for s in read_samples(samples)) > 8  # the window cuts
+    run = _run(model, samples, tmp_path / "tp1", flags=("--dump-logits", "--save"))
+    _assert_logits_match_hf(model, run)
+    backend = TorchBackend(model, TrainConfig(**CONFIG), device="cpu")
+    stats = backend.train_step(read_samples(samples))
+    assert _stats(run)["loss"] == pytest.approx(stats["loss"], abs=1e-5)
+    assert _stats(run)["grad_norm"] == pytest.approx(stats["grad_norm"], rel=1e-5)
+    # The PyTorch backend leaves out the prompt beyond the receptive field (another summation order): where a
+    # weight's gradient is near 0, Adam's m / sqrt(v) turns that rounding into up to a fifth of a step (1 weight in
+    # about 50,000 here); every other weight moves as in the PyTorch step.
+    ours, base = _weights(run / "checkpoint"), _weights(model)
+    off = total = 0
+    for name, t in backend.model.state_dict().items():
+        if name in ours:
+            assert float((t - base[name]).abs().max()) > 0.5 * LR, name  # the step did move it
+            torch.testing.assert_close(ours[name], t, rtol=0, atol=0.25 * LR, msg=name)
+            off += int(((ours[name] - t).abs() > 0.05 * LR).sum())
+            total += t.numel()
+    assert off <= total // 10_000
+
+
+def test_sliding_window_mask_and_mixed_layers_refused() -> None:
+    from transformers import Qwen3Config
+
+    from trainer.megatron.model import attention_window, causal_mask
+
+    blocked = causal_mask(6, window=3)[0, 0]
+    assert [int(x) for x in (~blocked).sum(dim=1)] == [1, 2, 3, 3, 3, 3]  # each query sees at most 3 keys
+    assert bool(blocked[5, 2]) and not bool(blocked[5, 3]) and bool(blocked[2, 3])
+    assert torch.equal(causal_mask(6)[0, 0], torch.ones(6, 6, dtype=torch.bool).triu(1))
+    common = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
+                  head_dim=8, num_hidden_layers=2)
+    assert attention_window(Qwen3Config(**common)) is None
+    assert attention_window(Qwen3Config(**common, use_sliding_window=True, sliding_window=5,
+                                        max_window_layers=0)) == 5
+    mixed = Qwen3Config(**common, use_sliding_window=True, sliding_window=5, max_window_layers=1)
+    assert mixed.layer_types == ["full_attention", "sliding_attention"]
+    with pytest.raises(ValueError, match="mixes sliding-window and full attention"):
+        attention_window(mixed)
+
+
 _RNG_CHECK = """
 import torch
 from trainer.megatron import parallel

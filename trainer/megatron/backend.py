@@ -37,7 +37,7 @@ import torch.distributed as dist
 
 from trainer.batch import Batch
 from trainer.megatron import convert, parallel
-from trainer.megatron.model import build_gpt_model, causal_mask
+from trainer.megatron.model import attention_window, build_gpt_model, causal_mask
 from trainer.torch_backend import OPTIMIZER_FILE, STATE_FILE, TOKENIZER_FILES, TorchBackend, TrainConfig, _agg_weight
 
 
@@ -64,6 +64,7 @@ class MegatronBackend(TorchBackend):
         self.dims = convert.QwenDims.from_hf_config(self.hf_config)
         self.padded_vocab = convert.padded_vocab_size(self.dims.vocab_size, tp, vocab_divisible_by)
         self.pad_id = int(self.hf_config.pad_token_id or 0)
+        self.window = attention_window(self.hf_config)
         self.step = 0
         self.policy_version = 0
         self.ref: torch.nn.Module | None = None
@@ -109,7 +110,7 @@ class MegatronBackend(TorchBackend):
         b, length = input_ids.shape
         position_ids = torch.arange(length, device=self.device)[None].expand(b, -1)
         # right padding: a causal mask alone keeps pad tokens out of every real position's context
-        return model(input_ids, position_ids, causal_mask(length, self.device))
+        return model(input_ids, position_ids, causal_mask(length, self.device, self.window))
 
     def _forward(self, model: torch.nn.Module, mb: Batch, with_entropy: bool):
         """Response-token log-probs [b, T] (and entropy [b, T] or None) of a micro-batch."""

@@ -10,7 +10,12 @@ Weights are not initialised here (``perform_initialization=False``): they are lo
 ``mark_tensor_parallel_params``. The vocabulary is padded to ``convert.padded_vocab_size``; the padded logit columns
 exist in the model's output and callers must mask them (``trainer.megatron.backend`` does).
 
-Not supported (refused with a clear error): attention biases, sliding-window attention, RoPE scaling.
+Sliding-window attention (Qwen's ``use_sliding_window``, as the default tiny model has) is supported where every layer
+uses the window: the attention mask (``causal_mask``) then also blocks the keys ``sliding_window`` or more positions
+back, as Hugging Face's sliding-window mask does; Megatron hands one mask to every layer, so a config mixing sliding and
+full-attention layers is refused.
+
+Not supported (refused with a clear error): attention biases, mixed sliding/full attention layers, RoPE scaling.
 """
 
 from __future__ import annotations
@@ -31,11 +36,31 @@ def rope_theta(hf_cfg: Any) -> float:
     return float(params.get("rope_theta", getattr(hf_cfg, "rope_theta", 10000.0)))
 
 
+def attention_window(hf_cfg: Any) -> int | None:
+    """The sliding window every layer attends within (Hugging Face: a key ``sliding_window`` or more positions back is
+    not seen), or None for full attention. Mixed layers are refused: Megatron gives every layer the same mask."""
+    window = getattr(hf_cfg, "sliding_window", None)
+    types = list(getattr(hf_cfg, "layer_types", None) or [])
+    if not types:
+        use = getattr(hf_cfg, "use_sliding_window", False) and window
+        types = ["sliding_attention" if use and i >= getattr(hf_cfg, "max_window_layers", 0) else "full_attention"
+                 for i in range(hf_cfg.num_hidden_layers)]
+    sliding = [t == "sliding_attention" for t in types]
+    if not any(sliding):
+        return None
+    if not all(sliding):
+        raise ValueError(f"layer_types mixes sliding-window and full attention ({sum(sliding)} of {len(types)} "
+                         "layers sliding): the Megatron backend gives every layer one attention mask, so either all "
+                         "layers use the window or none")
+    if not window or int(window) < 1:
+        raise ValueError(f"sliding-window layers need sliding_window >= 1, the config has {window!r}")
+    return int(window)
+
+
 def check_supported(hf_cfg: Any) -> None:
     if getattr(hf_cfg, "attention_bias", False):
         raise ValueError("attention_bias=True is not supported by the Megatron backend")
-    if getattr(hf_cfg, "use_sliding_window", False):
-        raise ValueError("sliding-window attention is not supported by the Megatron backend")
+    attention_window(hf_cfg)  # refuses a mix of sliding-window and full-attention layers
     if getattr(hf_cfg, "hidden_act", "silu") != "silu":
         raise ValueError(f"hidden_act={hf_cfg.hidden_act!r}: only SiLU (SwiGLU) is supported")
 
@@ -134,9 +159,16 @@ def mark_tensor_parallel_params(model: torch.nn.Module) -> None:
             set_tensor_model_parallel_attributes(weight, is_parallel=True, dim=1, stride=1)
 
 
-def causal_mask(seq_len: int, device: torch.device | str = "cpu") -> torch.Tensor:
-    """[1, 1, S, S] bool, True where attention is blocked (Megatron's convention).
+def causal_mask(seq_len: int, device: torch.device | str = "cpu", window: int | None = None) -> torch.Tensor:
+    """[1, 1, S, S] bool, True where attention is blocked (Megatron's convention): later positions and, with a
+    sliding ``window``, positions ``window`` or more back (query i sees keys i - window + 1 .. i).
 
-    Passed explicitly: Megatron's default causal mask is allocated on ``cuda``.
+    Passed explicitly (``config.window_size`` stays unset): Megatron's own causal and sliding-window masks are
+    allocated on ``cuda``.
     """
-    return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).triu(1)[None, None]
+    q = torch.arange(seq_len, device=device)[:, None]
+    k = torch.arange(seq_len, device=device)[None, :]
+    blocked = k > q
+    if window is not None:
+        blocked |= k <= q - window
+    return blocked[None, None]
