@@ -3,7 +3,10 @@
 ``StoreActivities`` (orchestrator queue, light I/O): ``select_batch`` finds a full batch of untrained samples at the
 current policy version, ``push_weights`` tells every engine to load a checkpoint, ``seal_version`` archives old sample
 and record partitions and old checkpoints. ``TrainerActivities`` (trainer queue, a sync activity in a one-thread pool):
-``train_step`` trains one step, checkpoints it and records its sample ids in the trained ledger.
+``train_step`` trains one step, checkpoints it and records its sample ids in the trained ledger. It trains with the
+PyTorch backend, one model kept in memory between steps; with ``megatron`` (``OPENCLAW_TRAINER_BACKEND=megatron``) each
+step is a ``torchrun`` job of the Megatron-core backend (``trainer.megatron.launch``) that starts from the previous
+step's checkpoint and writes the next.
 
 Checkpoints live at ``checkpoints/run=<run>/step=<n>/`` in the store: on ``file://`` that folder is what the engines
 load; on ``s3://`` the trainer saves into a local cache folder and uploads it, and ``push_weights`` downloads it into
@@ -285,11 +288,13 @@ class Heartbeater:
 
 
 class TrainerActivities:
-    """Holds one in-memory backend (model + optimiser) between steps of a run; max_workers=1 keeps it single-use."""
+    """Holds one in-memory backend (model + optimiser) between steps of a run; max_workers=1 keeps it single-use.
+    With ``megatron`` (a ``trainer.megatron.launch.MegatronLaunch``) nothing is held: each step is a torchrun job."""
 
-    def __init__(self, stores: StoreCache, device: str | None = None) -> None:
+    def __init__(self, stores: StoreCache, device: str | None = None, megatron: Any = None) -> None:
         self.stores = stores
         self.device = device
+        self.megatron = megatron
         self.backend: Any = None
         self.backend_key: tuple[str, str] | None = None
 
@@ -320,6 +325,8 @@ class TrainerActivities:
         if again:
             raise AlreadyTrainedError(f"{len(again)} sample(s) of step {inp.step} were trained before, e.g. "
                                       f"{sorted(again)[0]}")
+        if self.megatron is not None:
+            return self._megatron_step(inp, store, prefix, ledger, digest, hb, attempt)
         hb.beat(phase="load")
         resumed_from = self._ensure_backend(inp, store)
         samples = _read_samples(store, inp)
@@ -344,6 +351,40 @@ class TrainerActivities:
         ledger.add(inp.step, inp.sample_ids)
         get_logger("trainer").info(
             "train step", step=inp.step, policy_version=inp.policy_version + 1, checkpoint=prefix,
+            resumed_from=resumed_from, **{k: stats.get(k) for k in LOGGED_STATS})
+        return self._output(inp, store, prefix, stats, attempt, resumed_from=resumed_from)
+
+    def _megatron_step(self, inp: TrainStepInput, store: ObjectStore, prefix: str, ledger: Any, digest: str,
+                       hb: Heartbeater, attempt: int) -> TrainStepOutput:
+        """The step as a torchrun job of the Megatron backend, from the step - 1 checkpoint (or the base model)."""
+        from trainer.torch_backend import TrainConfig, read_state
+
+        config = TrainConfig(**{f.name: getattr(inp.hparams, f.name) for f in fields(TrainConfig)})
+        hb.beat(phase="load", backend="megatron")
+        resume = ""
+        if inp.resume_from:
+            resume = str(self.stores.local_checkpoint(store, inp.resume_from))
+            state = read_state(resume)
+            if state.get("backend") != "megatron":
+                raise RuntimeError(f"checkpoint {inp.resume_from} was written by the {state.get('backend', 'torch')} "
+                                   "backend; the Megatron backend resumes only its own (optimizer shards differ)")
+            if int(state["step"]) != inp.step - 1:
+                raise RuntimeError(f"checkpoint {inp.resume_from} is at step {state['step']}, step {inp.step} needs "
+                                   f"{inp.step - 1}")
+        samples = _read_samples(store, inp)
+        local = isinstance(store, LocalStore)
+        target = store.local_path(prefix.rstrip("/")) if local else self.stores.cache_folder(store, prefix)
+        hb.beat(phase="train", backend="megatron", nproc=self.megatron.nproc, tp=self.megatron.tp)
+        stats = self.megatron.train_step(inp.model_path, samples, config, target, resume=resume,
+                                         start_step=inp.step - 1, policy_version=inp.policy_version + 1,
+                                         extra={"batch_digest": digest, "run": inp.run})
+        hb.beat(phase="save")
+        if not local:
+            _upload(store, Path(target), prefix)
+        ledger.add(inp.step, inp.sample_ids)
+        resumed_from = inp.resume_from or inp.model_path
+        get_logger("trainer").info(
+            "train step", step=inp.step, policy_version=inp.policy_version + 1, checkpoint=prefix, backend="megatron",
             resumed_from=resumed_from, **{k: stats.get(k) for k in LOGGED_STATS})
         return self._output(inp, store, prefix, stats, attempt, resumed_from=resumed_from)
 

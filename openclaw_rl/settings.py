@@ -78,6 +78,11 @@ class Settings(BaseSettings):
 
     # Method constants (paper defaults)
     method: Literal["binary", "opd", "combined"] = "combined"
+    trainer_backend: Literal["torch", "megatron"] = Field(
+        default="torch", description="the trainer worker's backend: PyTorch in process, or each step a torchrun job of "
+        "the Megatron-core backend (pip install -e '.[megatron]')")
+    megatron_nproc: int = Field(default=1, ge=1, description="ranks of each Megatron step's torchrun job")
+    megatron_tp: int = Field(default=1, ge=1, description="Megatron tensor-parallel size (nproc / tp: data-parallel)")
     clip_eps: float = 0.2
     clip_eps_high: float = 0.28
     kl_beta: float = 0.0

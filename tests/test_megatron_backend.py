@@ -258,3 +258,70 @@ def test_cpu_rng_tracker_forks_and_restores() -> None:
     proc = subprocess.run([sys.executable, "-c", _RNG_CHECK], cwd=Path(__file__).resolve().parents[1], env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "rng-ok" in proc.stdout, (proc.stdout + proc.stderr)[-3000:]
+
+
+def test_trainer_worker_steps_through_megatron_on_s3(s3_server, tmp_path: Path) -> None:
+    """``train_step`` with the Megatron backend (each step a job from the previous checkpoint), against an S3 store:
+    the same losses and weights as the PyTorch worker's steps, a retry reused, and neither backend resumes the
+    other's checkpoint."""
+    from temporalio.testing import ActivityEnvironment
+
+    from activities.training import StoreCache, TrainerActivities
+    from openclaw_rl.samples import Sample, SampleWriter
+    from openclaw_rl.store import ObjectStore
+    from trainer.megatron.launch import MegatronLaunch
+    from trainer.torch_backend import read_state
+    from workflows.contracts import TrainHparams, TrainStepInput
+
+    torch.set_num_threads(1)
+    model = make_random_qwen3(tmp_path / "model", seed=2, sliding_window=6)
+    vocab = json.loads((model / "config.json").read_text())["vocab_size"]
+    rows = [json.loads(line) for line in _write_samples(tmp_path / "s.jsonl", vocab).read_text().splitlines()]
+    creds = {"endpoint_url": s3_server["endpoint_url"], "access_key_id": "test", "secret_access_key": "test"}
+    env = ActivityEnvironment()
+
+    def step(acts: TrainerActivities, url: str, n: int, resume_from: str = "") -> object:
+        return env.run(acts.train_step, TrainStepInput(
+            run="r", step=n, policy_version=n - 1, sample_ids=[f"v{n - 1}-s{i}" for i in range(len(rows))],
+            versions=[n - 1], model_path=str(model), store_url=url, resume_from=resume_from,
+            hparams=TrainHparams(lr=LR, kl_beta=0.02, num_minibatches=2, micro_batch_size=1)))
+
+    outs, urls = {}, {}
+    for name in ("torch", "megatron"):
+        urls[name] = url = f"s3://{s3_server['bucket']}/{name}-{tmp_path.name}"
+        store = ObjectStore.from_url(url, **creds)
+        for v in (0, 1):
+            for i, r in enumerate(rows):
+                SampleWriter(store, "r").write(Sample(sample_id=f"v{v}-s{i}", run="r", policy_version=v, **r))
+        acts = TrainerActivities(StoreCache(url, tmp_path / f"cache-{name}", **creds), device="cpu",
+                                 megatron=MegatronLaunch(nproc=1) if name == "megatron" else None)
+        first = step(acts, url, 1)
+        second = step(acts, url, 2, first.checkpoint)
+        again = step(acts, url, 2, first.checkpoint)  # the completion was lost: the retry returns the checkpoint
+        assert again.reused and again.stats == second.stats
+        local = acts.stores.local_checkpoint(store, second.checkpoint)
+        state = read_state(local)
+        assert (state["step"], state["policy_version"]) == (2, 2)
+        assert set(store.list(second.checkpoint)) >= {second.checkpoint + f for f in (
+            "model.safetensors", "optimizer.pt", "trainer_state.json", "tokenizer.json", "config.json")}
+        outs[name] = (first, second, _weights(local), state)
+    t1, t2, tw, tstate = outs["torch"]
+    m1, m2, mw, mstate = outs["megatron"]
+    assert mstate["backend"] == "megatron" and "backend" not in tstate
+    assert mstate["batch_digest"] == tstate["batch_digest"] and mstate["stats"]["loss"] == m2.stats["loss"]
+    assert m2.resumed_from == m1.checkpoint
+    for t, m in ((t1, m1), (t2, m2)):
+        assert m.stats["loss"] == pytest.approx(t.stats["loss"], abs=1e-5)
+        assert m.stats["grad_norm"] == pytest.approx(t.stats["grad_norm"], rel=1e-4)
+    base = _weights(model)
+    for name, t in tw.items():
+        assert float((t - base[name]).abs().max()) > 0.5 * LR, name  # two steps moved every weight
+        torch.testing.assert_close(mw[name], t, rtol=0, atol=0.3 * LR, msg=name)
+    # a worker switched to the other backend refuses the checkpoint instead of misreading its optimizer state
+    megatron_worker = TrainerActivities(StoreCache(urls["torch"], tmp_path / "x1", **creds), device="cpu",
+                                        megatron=MegatronLaunch())
+    with pytest.raises(RuntimeError, match="written by the torch backend"):
+        step(megatron_worker, urls["torch"], 3, t2.checkpoint)
+    torch_worker = TrainerActivities(StoreCache(urls["megatron"], tmp_path / "x2", **creds), device="cpu")
+    with pytest.raises(ValueError, match="written by the megatron backend"):
+        step(torch_worker, urls["megatron"], 3, m2.checkpoint)

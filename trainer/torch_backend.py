@@ -106,6 +106,9 @@ class TorchBackend:
     def from_checkpoint(cls, directory: str | Path, config: TrainConfig | None = None,
                         device: str | torch.device | None = None) -> "TorchBackend":
         state = read_state(directory)
+        if state.get("backend", "torch") != "torch":
+            raise ValueError(f"checkpoint {directory} was written by the {state['backend']} backend; the PyTorch "
+                             "backend resumes only its own (the optimizer state is laid out differently)")
         backend = cls(directory, config, device, base_path=state.get("base_model_path") or directory)
         backend._restore(Path(directory), state)
         return backend

@@ -163,7 +163,12 @@ def build_trainer_worker(client: Client, s: Settings, tq: str) -> Worker:
 
     from activities.training import TrainerActivities
 
-    acts = TrainerActivities(_store_cache(s))
+    megatron = None
+    if s.trainer_backend == "megatron":
+        from trainer.megatron.launch import MegatronLaunch
+
+        megatron = MegatronLaunch(nproc=s.megatron_nproc, tp=s.megatron_tp)
+    acts = TrainerActivities(_store_cache(s), megatron=megatron)
     return Worker(client, task_queue=tq, activities=[acts.train_step], max_concurrent_activities=1,
                   activity_executor=ThreadPoolExecutor(max_workers=1, thread_name_prefix="train"))
 

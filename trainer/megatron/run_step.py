@@ -11,6 +11,11 @@ Rank 0 writes into ``--out``: ``stats.json`` (one dict per step), ``logits.pt`` 
 full-vocabulary logits of the batch rows before training, for checks against Hugging Face), and checkpoint folders
 (an HF folder plus optimizer shards): ``checkpoint/`` after the steps with ``--save``, ``initial/`` before them with
 ``--save-initial``.
+
+The trainer worker (``OPENCLAW_TRAINER_BACKEND=megatron``) runs one step a process through
+``trainer.megatron.launch``: ``--resume`` the previous step's checkpoint (weights, optimizer shards, step counter) or,
+at the first step, ``--start-step``; ``--policy-version`` and ``--extra`` (JSON) go into the checkpoint's
+``trainer_state.json``, written to ``--save-dir``.
 """
 
 from __future__ import annotations
@@ -52,6 +57,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--save", action="store_true", help="write checkpoint/ after the steps")
     parser.add_argument("--save-initial", action="store_true",
                         help="write initial/ before any step (the weights after HF -> Megatron -> HF)")
+    parser.add_argument("--resume", default="", help="checkpoint folder to continue from (weights, optimizer, step)")
+    parser.add_argument("--start-step", type=int, default=0, help="the step counter before training, without --resume")
+    parser.add_argument("--policy-version", type=int, default=None, help="policy version recorded in the checkpoint")
+    parser.add_argument("--extra", default="{}", help="JSON object added to the checkpoint's trainer_state.json")
+    parser.add_argument("--save-dir", default="", help="write the checkpoint after the steps here")
     args = parser.parse_args(argv)
 
     from trainer.batch import collate
@@ -60,6 +70,10 @@ def main(argv: list[str] | None = None) -> None:
     from trainer.torch_backend import TrainConfig
 
     backend = MegatronBackend(args.model, TrainConfig(**json.loads(args.config)), tp=args.tp)
+    if args.resume:
+        backend.load_checkpoint(args.resume)
+    else:
+        backend.step = args.start_step
     samples = read_samples(args.samples)
     out = Path(args.out)
     rank0 = torch.distributed.get_rank() == 0
@@ -76,8 +90,13 @@ def main(argv: list[str] | None = None) -> None:
     stats = [backend.train_step(samples) for _ in range(args.steps)]
     if rank0:
         (out / "stats.json").write_text(json.dumps(stats, indent=2))
+    if args.policy_version is not None:
+        backend.policy_version = args.policy_version
+    extra = json.loads(args.extra)
     if args.save:
-        backend.save_checkpoint(out / "checkpoint")
+        backend.save_checkpoint(out / "checkpoint", extra=extra)
+    if args.save_dir:
+        backend.save_checkpoint(args.save_dir, extra={**extra, "stats": stats[-1] if stats else {}})
     parallel.shutdown()
 
 
