@@ -97,3 +97,54 @@ def toolcall(
     from bench.toolcall import run
 
     typer.echo(json.dumps(run(calls=calls)))
+
+
+@app.command("megatron-step")
+def megatron_step(
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object (the only output format)")] = True,
+    model: Annotated[Path | None, typer.Option("--model", help="HF folder; default: the built tiny model")] = None,
+    steps: Annotated[int, typer.Option(help="steps timed each way")] = 3,
+    nproc: Annotated[int, typer.Option(help="ranks of the Megatron job")] = 1,
+    tp: Annotated[int, typer.Option(help="Megatron tensor-parallel size")] = 1,
+) -> None:
+    """Trainer worker step: the Megatron backend as a torchrun job per step against the PyTorch backend in memory
+    (needs pip install -e '.[megatron]')."""
+    from bench.megatron_step import run
+
+    typer.echo(json.dumps(run(model=model, steps=steps, nproc=nproc, tp=tp)))
+
+
+ALL = ("serving", "gateway", "train", "turn-to-sample", "episode", "toolcall", "megatron-step")
+
+
+@app.command("all")
+def run_all(
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object (the only output format)")] = True,
+    only: Annotated[str, typer.Option(help="comma-separated benchmarks; default: " + ", ".join(ALL))] = "",
+) -> None:
+    """Every benchmark at its defaults, one after another, each in its own process: one JSON object keyed by name.
+    A benchmark that fails is reported with its exit code and the end of its output; the others still run."""
+    import subprocess
+    import sys
+
+    names = [n.strip() for n in only.split(",") if n.strip()] or list(ALL)
+    unknown = sorted(set(names) - set(ALL))
+    if unknown:
+        raise typer.BadParameter(f"unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(ALL)}")
+    out: dict[str, object] = {}
+    failed = False
+    for name in names:
+        typer.echo(f"bench {name} ...", err=True)
+        proc = subprocess.run([sys.executable, "-m", "openclaw_rl.cli", "bench", name, "--json"], capture_output=True,
+                              text=True)
+        lines = [line for line in proc.stdout.splitlines() if line.strip()]
+        try:
+            out[name] = json.loads(lines[-1]) if proc.returncode == 0 and lines else None
+        except json.JSONDecodeError:
+            out[name] = None
+        if out[name] is None:
+            failed = True
+            out[name] = {"error": f"exit {proc.returncode}", "output": (proc.stdout + proc.stderr)[-2000:]}
+    typer.echo(json.dumps(out))
+    if failed:
+        raise typer.Exit(1)

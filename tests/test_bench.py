@@ -56,3 +56,20 @@ def test_episode_bench_reports_overhead_and_parallel_failures(random_model_path:
     assert abs(result["temporal_overhead_ms_per_step"] - difference) < 0.02
     assert result["activity_dispatch_ms_p50"] > 0 and result["parallel_samples_written"] > 0
     assert result["ok"] == (result["temporal_overhead_ms_per_step"] <= 20.0)
+
+
+def test_bench_all_runs_the_named_benchmarks_and_refuses_unknown_ones() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "openclaw_rl.cli", "bench", "all", "--json", "--only", "toolcall"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stdout[-2000:]
+    result = json.loads(lines[0])
+    assert list(result) == ["toolcall"] and result["toolcall"]["calls"] == 30
+    assert result["toolcall"]["python_call_ms_p50"] > 0 and result["toolcall"]["speedup_p50"] > 0
+    bad = subprocess.run([sys.executable, "-m", "openclaw_rl.cli", "bench", "all", "--only", "toolcall,trian"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "unknown benchmark(s) trian" in bad.stderr and not bad.stdout.strip()

@@ -325,3 +325,14 @@ def test_trainer_worker_steps_through_megatron_on_s3(s3_server, tmp_path: Path) 
     torch_worker = TrainerActivities(StoreCache(urls["megatron"], tmp_path / "x2", **creds), device="cpu")
     with pytest.raises(ValueError, match="written by the megatron backend"):
         step(torch_worker, urls["megatron"], 3, m2.checkpoint)
+
+
+def test_megatron_step_bench_reports_both_backends(tmp_path: Path) -> None:
+    from bench.megatron_step import run
+
+    model = make_random_qwen3(tmp_path / "model", seed=4, sliding_window=8)
+    result = run(model=model, batch_size=4, prompt_len=12, response_len=6, steps=2)
+    assert result["steps"] == 2 and result["nproc"] == 1 and result["tp"] == 1
+    assert result["torch_step_s"] > 0 and result["megatron_train_s"] > 0
+    assert result["megatron_step_s"] > result["megatron_train_s"]  # the job's start, load and save come on top
+    assert result["ratio"] == pytest.approx(result["megatron_step_s"] / result["torch_step_s"], rel=0.01)
