@@ -366,8 +366,8 @@ class TrainerActivities:
             resume = str(self.stores.local_checkpoint(store, inp.resume_from))
             state = read_state(resume)
             if state.get("backend") != "megatron":
-                raise RuntimeError(f"checkpoint {inp.resume_from} was written by the {state.get('backend', 'torch')} "
-                                   "backend; the Megatron backend resumes only its own (optimizer shards differ)")
+                raise ValueError(f"checkpoint {inp.resume_from} was written by the {state.get('backend', 'torch')} "
+                                 "backend; the Megatron backend resumes only its own (optimizer shards differ)")
             if int(state["step"]) != inp.step - 1:
                 raise RuntimeError(f"checkpoint {inp.resume_from} is at step {state['step']}, step {inp.step} needs "
                                    f"{inp.step - 1}")
