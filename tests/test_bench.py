@@ -12,6 +12,19 @@ import pytest
 from tests.fixtures_model import tiny_model_path  # noqa: F401 - session fixture
 
 
+def bench_cli(*args: str, timeout: float = 600) -> dict:
+    """``openclaw-rl bench ARGS`` as a user runs it; its stdout must be one JSON object (nothing a server prints)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "openclaw_rl.cli", "bench", *args], capture_output=True, text=True,
+                          timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stdout[-2000:]
+    return json.loads(lines[0])
+
+
 def test_gateway_bench_reports_paired_overheads(tiny_model_path: Path, capsys: pytest.CaptureFixture) -> None:  # noqa: F811
     from bench.gateway import run
 
@@ -39,16 +52,8 @@ def test_gateway_bench_reports_paired_overheads(tiny_model_path: Path, capsys: p
 
 @pytest.mark.slow
 def test_episode_bench_reports_overhead_and_parallel_failures(random_model_path: Path) -> None:
-    import subprocess
-    import sys
-
     # through the CLI, as a user runs it: stdout is the one JSON object, nothing the Temporal dev server prints
-    done = subprocess.run([sys.executable, "-m", "openclaw_rl.cli", "bench", "episode", "--json", "--model",
-                           str(random_model_path), "--episodes", "2"], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    lines = [line for line in done.stdout.splitlines() if line.strip()]
-    assert len(lines) == 1, done.stdout[-2000:]
-    result = json.loads(lines[0])
+    result = bench_cli("episode", "--json", "--model", str(random_model_path), "--episodes", "2")
     assert result["parallel_episodes"] == 16 and result["parallel_episodes_failed"] == 0
     assert result["episodes_each"] == 2 and result["steps_each"] >= 2
     assert result["workflow_ms_per_step"] > 0 and result["plain_ms_per_step"] > 0
@@ -62,12 +67,7 @@ def test_bench_all_runs_the_named_benchmarks_and_refuses_unknown_ones() -> None:
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "openclaw_rl.cli", "bench", "all", "--json", "--only", "toolcall"],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    lines = [line for line in done.stdout.splitlines() if line.strip()]
-    assert len(lines) == 1, done.stdout[-2000:]
-    result = json.loads(lines[0])
+    result = bench_cli("all", "--json", "--only", "toolcall")
     assert list(result) == ["toolcall"] and result["toolcall"]["calls"] == 30
     assert result["toolcall"]["python_call_ms_p50"] > 0 and result["toolcall"]["speedup_p50"] > 0
     bad = subprocess.run([sys.executable, "-m", "openclaw_rl.cli", "bench", "all", "--only", "toolcall,trian"],

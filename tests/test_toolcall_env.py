@@ -259,15 +259,9 @@ def test_scripted_policy_mistakes_are_seeded():
 
 
 def test_toolcall_bench_prints_one_json_object_with_both_latencies() -> None:
-    import subprocess
-    import sys
+    from tests.test_bench import bench_cli
 
-    done = subprocess.run([sys.executable, "-m", "openclaw_rl.cli", "bench", "toolcall", "--json", "--calls", "4"],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    lines = [line for line in done.stdout.splitlines() if line.strip()]
-    assert len(lines) == 1, done.stdout[-2000:]
-    result = json.loads(lines[0])
+    result = bench_cli("toolcall", "--json", "--calls", "4", timeout=300)
     assert result["calls"] == 4
     assert result["python_call_ms_p50"] > 0 and result["process_start_ms_p50"] > 0
     assert result["speedup_p50"] == pytest.approx(result["process_start_ms_p50"] / result["python_call_ms_p50"], rel=0.05)
