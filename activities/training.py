@@ -364,10 +364,7 @@ class TrainerActivities:
         resume = ""
         if inp.resume_from:
             resume = str(self.stores.local_checkpoint(store, inp.resume_from))
-            state = read_state(resume)
-            if state.get("backend") != "megatron":
-                raise ValueError(f"checkpoint {inp.resume_from} was written by the {state.get('backend', 'torch')} "
-                                 "backend; the Megatron backend resumes only its own (optimizer shards differ)")
+            state = read_state(resume, backend="megatron")  # checked here too: in the job it would be retried
             if int(state["step"]) != inp.step - 1:
                 raise RuntimeError(f"checkpoint {inp.resume_from} is at step {state['step']}, step {inp.step} needs "
                                    f"{inp.step - 1}")

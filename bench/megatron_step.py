@@ -23,14 +23,14 @@ import torch
 
 def run(model: Path | None = None, batch_size: int = 16, prompt_len: int = 96, response_len: int = 64,
         steps: int = 3, nproc: int = 1, tp: int = 1) -> dict[str, Any]:
+    from transformers import AutoConfig
+
     from bench.procs import bench_model
     from bench.train import make_batch
     from trainer.megatron.launch import MegatronLaunch
     from trainer.torch_backend import TorchBackend, TrainConfig
 
     path, described = bench_model(model)
-    from transformers import AutoConfig
-
     vocab = AutoConfig.from_pretrained(path).vocab_size
     batch = make_batch(vocab, batch_size, prompt_len, response_len)
     config = TrainConfig(lr=1e-6)
@@ -63,6 +63,6 @@ def run(model: Path | None = None, batch_size: int = 16, prompt_len: int = 96, r
     return {"bench": "megatron-step", "model": described, "device": "cpu", "nproc": nproc, "tp": tp,
             "torch_threads": torch.get_num_threads(),
             "batch": {"samples": batch_size, "prompt_tokens": prompt_len, "response_tokens": response_len},
-            "steps": steps, "torch_load_s": round(torch_load_s, 3), "torch_step_s": round(med["torch"], 3),
-            "megatron_step_s": round(med["megatron"], 3), "megatron_train_s": round(med["megatron_train"], 3),
+            "steps": steps, "torch_load_s": round(torch_load_s, 3), "torch_step_s": round(med["torch"], 4),
+            "megatron_step_s": round(med["megatron"], 4), "megatron_train_s": round(med["megatron_train"], 4),
             "ratio": round(med["megatron"] / med["torch"], 3)}

@@ -336,4 +336,5 @@ def test_megatron_step_bench_reports_both_backends(tmp_path: Path) -> None:
     assert result["steps"] == 2 and result["nproc"] == 1 and result["tp"] == 1
     assert result["torch_step_s"] > 0 and result["megatron_train_s"] > 0
     assert result["megatron_step_s"] > result["megatron_train_s"]  # the job's start, load and save come on top
-    assert result["ratio"] == pytest.approx(result["megatron_step_s"] / result["torch_step_s"], rel=0.01)
+    # from the unrounded medians; the step times are rounded to 0.1 ms (a tiny model's PyTorch step is ~50 ms)
+    assert result["ratio"] == pytest.approx(result["megatron_step_s"] / result["torch_step_s"], rel=0.02)

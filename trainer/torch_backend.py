@@ -105,10 +105,7 @@ class TorchBackend:
     @classmethod
     def from_checkpoint(cls, directory: str | Path, config: TrainConfig | None = None,
                         device: str | torch.device | None = None) -> "TorchBackend":
-        state = read_state(directory)
-        if state.get("backend", "torch") != "torch":
-            raise ValueError(f"checkpoint {directory} was written by the {state['backend']} backend; the PyTorch "
-                             "backend resumes only its own (the optimizer state is laid out differently)")
+        state = read_state(directory, backend="torch")
         backend = cls(directory, config, device, base_path=state.get("base_model_path") or directory)
         backend._restore(Path(directory), state)
         return backend
@@ -302,8 +299,15 @@ def receptive_field(config: Any) -> int | None:
     return len(types) * (int(window) - 1)
 
 
-def read_state(directory: str | Path) -> dict[str, Any]:
-    return json.loads((Path(directory) / STATE_FILE).read_text())
+def read_state(directory: str | Path, backend: str | None = None) -> dict[str, Any]:
+    """A checkpoint's ``trainer_state.json``; with ``backend``, refused (ValueError) unless that backend wrote it: the
+    PyTorch and Megatron backends lay their optimizer state out differently, so neither resumes the other's."""
+    state = json.loads((Path(directory) / STATE_FILE).read_text())
+    written_by = state.get("backend", "torch")
+    if backend is not None and written_by != backend:
+        raise ValueError(f"checkpoint {directory} was written by the {written_by} backend; the {backend} backend "
+                         "resumes only its own (the optimizer state is laid out differently)")
+    return state
 
 
 def _agg_weight(mask: torch.Tensor, mode: str) -> float:

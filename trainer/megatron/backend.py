@@ -38,7 +38,8 @@ import torch.distributed as dist
 from trainer.batch import Batch
 from trainer.megatron import convert, parallel
 from trainer.megatron.model import attention_window, build_gpt_model, causal_mask
-from trainer.torch_backend import OPTIMIZER_FILE, STATE_FILE, TOKENIZER_FILES, TorchBackend, TrainConfig, _agg_weight
+from trainer.torch_backend import (OPTIMIZER_FILE, STATE_FILE, TOKENIZER_FILES, TorchBackend, TrainConfig, _agg_weight,
+                                   read_state)
 
 
 class MegatronBackend(TorchBackend):
@@ -231,7 +232,7 @@ class MegatronBackend(TorchBackend):
     def load_checkpoint(self, directory: str | Path) -> dict[str, Any]:
         """Resume weights, this rank's optimizer shard, step and policy version; the current config's lr wins."""
         directory = Path(directory)
-        state = json.loads((directory / STATE_FILE).read_text())
+        state = read_state(directory, backend="megatron")
         if int(state.get("tp", self.tp)) != self.tp:
             raise ValueError(f"checkpoint was written at TP={state['tp']}, this job runs TP={self.tp}")
         self.load_hf_weights(self.model, directory)

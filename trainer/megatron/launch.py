@@ -32,7 +32,6 @@ class MegatronStepError(RuntimeError):
 class MegatronLaunch:
     nproc: int = 1  # ranks (processes) of the job
     tp: int = 1  # tensor-parallel size; nproc / tp data-parallel replicas
-    threads: int = 0  # OMP threads per rank on CPU; 0: the cores shared out among the ranks
 
     def __post_init__(self) -> None:
         if self.nproc < 1 or self.tp < 1 or self.nproc % self.tp:
@@ -47,7 +46,7 @@ class MegatronLaunch:
 
     def train_step(self, model_path: str | Path, samples: list[Any], config: Any, save_dir: str | Path, *,
                    resume: str | Path = "", start_step: int = 0, policy_version: int | None = None,
-                   extra: dict[str, Any] | None = None, timeout_s: float | None = None) -> dict[str, Any]:
+                   extra: dict[str, Any] | None = None) -> dict[str, Any]:
         """Train one step on ``samples`` (``Sample``-like objects) with ``config`` (a ``TrainConfig``); the
         checkpoint goes to ``save_dir``. Returns the step's statistics."""
         with tempfile.TemporaryDirectory(prefix="megatron-step-") as tmp:
@@ -61,11 +60,11 @@ class MegatronLaunch:
             args += ["--resume", str(resume)] if resume else ["--start-step", str(start_step)]
             if policy_version is not None:
                 args += ["--policy-version", str(policy_version)]
-            threads = self.threads or max(1, (os.cpu_count() or 1) // self.nproc)
+            threads = max(1, (os.cpu_count() or 1) // self.nproc)  # OMP threads per rank: the cores shared out
             env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONWARNINGS": "ignore",
                    "PYTHONPATH": os.pathsep.join(p for p in (str(_REPO), os.environ.get("PYTHONPATH", "")) if p)}
             cmd = self.command(args)
-            proc = subprocess.run(cmd, cwd=_REPO, env=env, capture_output=True, text=True, timeout=timeout_s)
+            proc = subprocess.run(cmd, cwd=_REPO, env=env, capture_output=True, text=True)
             if proc.returncode != 0:
                 raise MegatronStepError(f"megatron train step failed (exit {proc.returncode}): {' '.join(cmd)}\n"
                                         f"{(proc.stdout + proc.stderr)[-3000:]}")
