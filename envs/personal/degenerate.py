@@ -76,8 +76,8 @@ two at a time, final loss 0.1524 and 0.1509), three draws: seed 1 first 0.012 / 
 first 0.043 / 0.051, hinted 0.029 / 0.094, accuracy 0.500 (hinted 0.492). Seed 5 on the stack (combined, 3 seeds):
 teacher 0.58 -> 0.89 (worst seed 0.89), malformed 0.009 -> 0.040, accuracy 1.00; student 0.32 -> 0.96 (worst seed
 0.93), malformed 0.037 -> 0.003, accuracy 0.38 -> 0.26. Like seed 2 above it meets the teacher's marks and loses the
-student's sums (12 points): the builds that misquote least in warm comments are the ones whose casual answers lose
-most arithmetic when trained towards. Deeper: the default recipe with 8 layers (1,837,696 parameters against 1,443,840;
+student's sums (12 points): both builds that met the teacher's marks lost more than the 5 points the student's mark
+allows. Deeper: the default recipe with 8 layers (1,837,696 parameters against 1,443,840;
 AVX-512, 3,726 and 3,831 s two at a time, final loss 0.1593 and 0.1619 against the default's 0.1562), three draws:
 seed 1 first 0.031 / 0.015, hinted 0.019 / 0.110, accuracy 0.429; seed 2 first 0.020 / 0.034, hinted 0.031 / 0.122,
 accuracy 0.315. Two more layers in the same steps copy worse under a hint, not better; neither was run on the stack.
