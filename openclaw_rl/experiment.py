@@ -209,7 +209,7 @@ class ExperimentConfig:
 
 TRAINER_OPTIONS = ("clip_eps", "clip_eps_high", "kl_estimator", "loss_agg", "ppo_epochs", "num_minibatches",
                    "grad_clip", "weight_decay", "adam_eps", "w_binary", "w_opd", "negative_credit",
-                   "negative_credit_margin")
+                   "negative_credit_margin", "binary_credit")
 
 
 def trainer_options(options: dict[str, Any] | list[str]) -> dict[str, Any]:

@@ -18,6 +18,11 @@ nats less likely than the student did, ``log pi_teacher - log pi_old < -margin``
 tokens the hinted policy would have written as well (numbers copied from the problem, the words of the solution) are
 not blamed for it. Positive rewards, and samples without a teacher, keep the reward on every token.
 
+Also optional (``reward_on``, [B, T] bool; default: every token): the tokens the binary reward may reach at all. The
+trainer's ``binary_credit="words"`` keeps it off the tokens that spell a number: a vote on how a reply reads then never
+credits or blames a calculation's digits, which are left to the OPD term (the hinted teacher's view of each digit) and
+the KL term. Without it a +1 for a friendly reply also reinforces whatever sum it got wrong.
+
 Samples without a teacher (``has_teacher`` false: no accepted hint, or the teacher call was skipped) get an OPD term
 of exactly zero, even when their teacher log-prob row holds garbage or NaN. Outputs are detached.
 
@@ -78,10 +83,12 @@ def combined_advantages(
     w_opd: float = 1.0,
     negative_credit: str = "all",
     margin: float = 0.69,
+    reward_on: Tensor | None = None,  # [B, T] bool: tokens the binary term may reach; None = all
 ) -> Tensor:
     """A_it = w_binary * r_i * c_it * m_it + w_opd * opd_it. [B], [B, T] -> [B, T].
 
-    c_it = 1, except with ``negative_credit="teacher"`` for r_i < 0 and a teacher: c_it = 1[opd_it < -margin].
+    c_it = 1, except with ``negative_credit="teacher"`` for r_i < 0 and a teacher: c_it = 1[opd_it < -margin];
+    and c_it = 0 wherever ``reward_on`` is false.
     A sample with r = 0 and a teacher is pure OPD; one without a teacher is pure binary.
     Source: paper, "Combine Binary and OPD Methods" (w_binary = w_opd = 1).
     """
@@ -92,4 +99,8 @@ def combined_advantages(
     if negative_credit == "teacher" and has_teacher is not None:
         guided = ((rewards < 0) & has_teacher.bool())[:, None]  # [B, 1]
         binary = torch.where(guided & ~(opd < -margin), torch.zeros_like(binary), binary)
+    if reward_on is not None:
+        if reward_on.shape != mask.shape:
+            raise ValueError(f"reward_on must be [B, T]={tuple(mask.shape)}, got {tuple(reward_on.shape)}")
+        binary = torch.where(reward_on.bool(), binary, torch.zeros_like(binary))
     return w_binary * binary + w_opd * opd  # [B, T]

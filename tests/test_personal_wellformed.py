@@ -49,6 +49,7 @@ GOOD = [
     "Then 13 + 9 = 22.",
     "There are 2 red and 11 blue candies, so 13 of those, and with the 9 green ones that makes 22 candies.",
     "I added 2+11=13 and then 13+9=22. The answer is 22.",
+    "First, the candies Mia has come to 2 + 11 = 13. Then 13 + 9 = 22. So the answer is 22 candies.",
     # wrong arithmetic is a wrong answer (task accuracy), not broken text: its own result counts
     "First, 2 + 11 = 14. Then 14 + 9 = 23. So the answer is 23 candies.",
 ]
@@ -66,6 +67,9 @@ BROKEN = [  # (answer, flaw kind, what the reason must name)
     ("First, I did 2 + 11 = 13 to get the . Then 13 + 9 = 22. So the answer is 22.", "broken_sentence", "get the ."),
     ("First, 2 + 11 = 13 for theCandies. Then 13 + 9 = 22. So the answer is 22.", "broken_sentence", "theCandies"),
     ("First, 2 + 11 = 13. Then 13 + 9 = 22 which is the candies in", "broken_sentence", "candies in"),
+    # a sentence dropped for a new one (a trained model's answer); a name after a noun ("the candies Mia has") is not
+    ("To start, the candies Then the candies in the jar comes to 13 + 9 = 22. So the answer is 22 candies.",
+     "broken_sentence", "the candies Then"),
     ("First, 2 + 11 = 13. Then 13 + 9 = 22. I hope that helps!", "no_final_answer", "hope that helps"),
     ("  \n", "empty", ""),
 ]

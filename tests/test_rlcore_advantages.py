@@ -71,3 +71,16 @@ def test_teacher_guided_negative_credit_blames_only_tokens_the_teacher_disfavour
     assert_close(paper[0], torch.tensor([-1.01, -3.0, -0.5]))
     with pytest.raises(ValueError, match="negative_credit"):
         combined_advantages(rewards, teacher, old, mask, has_teacher, negative_credit="some")
+
+
+def test_reward_on_keeps_the_binary_term_off_the_masked_tokens() -> None:
+    # tokens 1 and 2 of sample 0 spell a number: no reward there, the OPD term stays on every token
+    rewards = torch.tensor([1.0, -1.0])
+    old = torch.tensor([[-0.5, -0.5, -0.5], [-0.5, -0.5, -0.5]])
+    teacher = torch.tensor([[-0.5, -1.5, -0.5], [-0.5, -0.5, -0.5]])
+    mask = torch.ones(2, 3)
+    on = torch.tensor([[True, False, False], [True, True, True]])
+    out = combined_advantages(rewards, teacher, old, mask, torch.tensor([True, False]), reward_on=on)
+    assert_close(out, torch.tensor([[1.0, -1.0, 0.0], [-1.0, -1.0, -1.0]]))
+    with pytest.raises(ValueError, match="reward_on"):
+        combined_advantages(rewards, teacher, old, mask, reward_on=on[:, :2])

@@ -207,3 +207,34 @@ def test_adam_eps_scales_small_gradients_down(random_model_path: Path) -> None:
     expected = 1e-3 * grads[small] / (grads[small] + 1e-2)
     torch.testing.assert_close(delta[small], expected, rtol=0.02, atol=1e-7)  # atol: float32 weights round
     assert delta[small].max() < 1e-5
+
+
+def test_binary_credit_words_leaves_number_tokens_to_opd_and_kl(random_model_path: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from trainer.torch_backend import digit_tokens
+
+    tok = AutoTokenizer.from_pretrained(random_model_path)
+    digits = digit_tokens(str(random_model_path))
+    assert digits.shape == (len(tok),)
+    ids = tok.encode("so 44 + 17 = 61 apples", add_special_tokens=False)
+    assert [bool(digits[i]) for i in ids] == [any(c.isdigit() for c in tok.decode([i])) for i in ids]
+    number = [i for i in ids if digits[i]]
+    words = [i for i in ids if not digits[i]]
+    assert number and words
+    moved = {}
+    for credit in ("all", "words"):
+        for name, response in (("number", number), ("words", words)):
+            be = TorchBackend(random_model_path, TrainConfig(lr=1e-3, binary_credit=credit), device="cpu")
+            s = sample([5, 6, 7], response, 1.0)
+            batch = collate([s], be.pad_id)
+            before = be.logprobs(be.model, batch)
+            s.rollout_logprobs = before[0].tolist()
+            be.train_step([s])
+            moved[credit, name] = (be.logprobs(be.model, batch) - before)[0].sum().item()
+    # a +1 raises a reply of digits only under "all"; under "words" it has no token to land on (no OPD, no KL here)
+    assert moved["all", "number"] > 0.01 and moved["all", "words"] > 0.01 and moved["words", "words"] > 0.01
+    assert moved["words", "number"] == 0.0
+    with pytest.raises(ValueError, match="binary_credit"):
+        TorchBackend(random_model_path, TrainConfig(binary_credit="digits"), device="cpu").train_step(
+            [sample([5, 6], [8, 9], 1.0)])

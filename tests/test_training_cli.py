@@ -86,6 +86,12 @@ async def test_printed_temporal_command_starts_the_workflow_and_cli_steers_it(te
         assert again.hparams.lr == 5e-5
         with pytest.raises(WorkflowUpdateFailedError):
             await handle.execute_update("set_hparams", HparamsUpdate(num_minibatches=9), result_type=TrainingStatus)
+        with pytest.raises(WorkflowUpdateFailedError):
+            await handle.execute_update("set_hparams", HparamsUpdate(binary_credit="digits"),
+                                        result_type=TrainingStatus)
+        words = await handle.execute_update("set_hparams", HparamsUpdate(request_id="k3", binary_credit="words"),
+                                            result_type=TrainingStatus)
+        assert words.hparams.binary_credit == "words"
 
         code, out = await cli("resume", "--run", run)
         assert code == 0 and json.loads(out)["paused"] is False

@@ -29,6 +29,7 @@ the base model) plus ``optimizer.pt`` and ``trainer_state.json``; ``load_checkpo
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -48,6 +49,7 @@ from trainer.batch import Batch, collate, minibatches, response_logprobs
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
                    "vocab.json", "merges.txt", "tokenizer.model", "chat_template.jinja", "chat_template.json")
 STATE_FILE = "trainer_state.json"
+BINARY_CREDIT = ("all", "words")
 OPTIMIZER_FILE = "optimizer.pt"
 
 Progress = Callable[[int, int], None]  # (updates done, updates in the step)
@@ -77,6 +79,9 @@ class TrainConfig:
     w_opd: float = 1.0
     negative_credit: str = "all"  # rlcore.combined_advantages: "teacher" blames only tokens the teacher disfavours
     negative_credit_margin: float = 0.69
+    # rlcore.combined_advantages' reward_on: "all" (the paper) puts the binary reward on every response token; "words"
+    # keeps it off the tokens that spell a number (any digit), so a vote on style never credits or blames a digit
+    binary_credit: str = "all"
     seed: int = 0
 
 
@@ -228,9 +233,17 @@ class TorchBackend:
 
     def _advantages(self, mb: Batch, old_logp: torch.Tensor) -> torch.Tensor:
         cfg = self.config
+        if cfg.binary_credit not in BINARY_CREDIT:
+            raise ValueError(f"binary_credit must be one of {BINARY_CREDIT}, got {cfg.binary_credit!r}")
+        reward_on = None
+        if cfg.binary_credit == "words":
+            digits = digit_tokens(str(self.base_path)).to(mb.response_ids.device)
+            ids = mb.response_ids.clamp(0, len(digits) - 1)
+            reward_on = ~(digits[ids] & (mb.response_ids < len(digits)))  # [b, T]
         adv = combined_advantages(mb.rewards * mb.use_binary, mb.teacher_logp, old_logp, mb.mask,
                                   mb.has_teacher & mb.use_opd, w_binary=cfg.w_binary, w_opd=cfg.w_opd,
-                                  negative_credit=cfg.negative_credit, margin=cfg.negative_credit_margin)
+                                  negative_credit=cfg.negative_credit, margin=cfg.negative_credit_margin,
+                                  reward_on=reward_on)
         return torch.where(mb.has_given_adv[:, None], mb.given_adv * mb.mask, adv)  # [b, T]
 
     def _micro(self, rows: torch.Tensor, lengths: torch.Tensor | None = None) -> list[torch.Tensor]:
@@ -288,6 +301,15 @@ class TorchBackend:
         self.base_path = Path(state.get("base_model_path") or self.base_path)
         self.set_config(self.config)
         self.step, self.policy_version = int(state["step"]), int(state["policy_version"])
+
+
+@functools.lru_cache(maxsize=8)
+def digit_tokens(tokenizer_dir: str) -> torch.Tensor:
+    """[V] bool over the tokenizer's vocabulary: the token's text holds a digit (a number or part of one)."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    return torch.tensor([any(c.isdigit() for c in tok.decode([i])) for i in range(len(tok))], dtype=torch.bool)
 
 
 def receptive_field(config: Any) -> int | None:

@@ -198,6 +198,7 @@ class TrainHparams:
     w_opd: float = 1.0
     negative_credit: str = "all"  # "teacher": a negative reward blames only tokens the hinted teacher disfavours
     negative_credit_margin: float = 0.69  # nats
+    binary_credit: str = "all"  # "words": the binary reward skips the tokens that spell a number
     seed: int = 0
     step_sleep_s: float = 0.0  # tests: stretch a step (heartbeating) so a worker can be killed in the middle
 
@@ -268,6 +269,7 @@ class TrainingInput:
     w_opd: float = 1.0
     negative_credit: str = "all"  # "teacher": a negative reward blames only tokens the hinted teacher disfavours
     negative_credit_margin: float = 0.69  # nats
+    binary_credit: str = "all"  # "words": the binary reward skips the tokens that spell a number
     seed: int = 0
     step_sleep_s: float = 0.0
     # carried state
@@ -396,6 +398,7 @@ class HparamsUpdate:
     w_opd: float | None = None
     negative_credit: str | None = None
     negative_credit_margin: float | None = None
+    binary_credit: str | None = None
     step_sleep_s: float | None = None
 
 

@@ -80,7 +80,7 @@ def check_hparams(values: dict[str, Any]) -> None:
         "num_minibatches": lambda v: v >= 1, "micro_batch_size": lambda v: v >= 0,
         "micro_batch_tokens": lambda v: v >= 0, "grad_clip": lambda v: v > 0,
         "step_sleep_s": lambda v: v >= 0, "negative_credit": lambda v: v in ("all", "teacher"),
-        "negative_credit_margin": lambda v: v >= 0,
+        "negative_credit_margin": lambda v: v >= 0, "binary_credit": lambda v: v in ("all", "words"),
         "engines": lambda v: all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in v),
     }
     for name, ok in rules.items():

@@ -7,7 +7,8 @@ The experiment's evaluation (``envs.personal.evaluate``) in miniature: the same 
 style hint appended the way OPD's teacher prompt carries it: the style that training moves towards. Prints JSON: per
 setting and condition the degenerate rate (with its binomial standard error and, for ``--draws K``, the rate of each of
 the K samplings), the task accuracy (``envs.personal.evaluate.is_correct``: the student's final answer, the teacher's
-verdict), the count per flaw and the first few flagged answers with their reasons.
+verdict; for the student also split by style, casual (``score_student`` >= 0.8) or formatted), the count per flaw and
+the first few flagged answers with their reasons.
 
 Measured on a validation draw (``--problem-seed 424242 --n 216 --draws 3``; hinted rate, student / teacher, each ±
 about 0.01): the earlier default build (4 layers, 3,200 steps) 0.053 / 0.130; the same recipe with 6 layers 0.071 /
@@ -95,7 +96,7 @@ from typing import Any
 
 from envs.personal import styles as st
 from envs.personal.evaluate import EVAL_SEED, heldout_problems, is_correct
-from envs.personal.scoring import flaw_of
+from envs.personal.scoring import flaw_of, score_student
 from envs.personal.users import SimulatedTeacher, make_user
 from rlcore.judging import inject_hint
 
@@ -127,6 +128,7 @@ def measure(path: Path, n: int = 108, temperature: float = 0.7, max_new_tokens: 
         prompts = [user.opening(p) for p in problems]
         for condition in ("first", "hinted"):
             flagged, per_draw, right = [], [], 0
+            by_style: dict[str, list[int]] = {"casual": [0, 0], "formatted": [0, 0]}  # [answers, right]
             for _ in range(draws):
                 messages = prompts if condition == "first" else [
                     inject_hint([{"role": "user", "content": m}], rng.choice(HINTS[setting]))[0]["content"]
@@ -137,14 +139,20 @@ def measure(path: Path, n: int = 108, temperature: float = 0.7, max_new_tokens: 
                                           user.marks.get(p.id, "") if teacher else ""))]
                 flagged += found
                 per_draw.append(round(len(found) / n, 4))
-                right += sum(is_correct(setting, p, text, user.work.get(p.id, "") if teacher else "")
-                             for p, (text, _) in zip(problems, replies, strict=True))
+                for p, (text, _) in zip(problems, replies, strict=True):
+                    ok = is_correct(setting, p, text, user.work.get(p.id, "") if teacher else "")
+                    right += ok
+                    if not teacher:  # the student's style: reads as written by a student, or not
+                        cell = by_style["casual" if score_student(text) >= 0.8 else "formatted"]
+                        cell[0], cell[1] = cell[0] + 1, cell[1] + ok
             rate = len(flagged) / (n * draws)
             out[f"{setting}_{condition}"] = {
                 "degenerate_rate": round(rate, 4),
                 "stderr": round(math.sqrt(rate * (1 - rate) / (n * draws)), 4),
                 "per_draw": per_draw,
                 "accuracy": round(right / (n * draws), 4),
+                **({} if teacher else {"accuracy_by_style": {
+                    k: {"answers": a, "accuracy": round(r / a, 4) if a else None} for k, (a, r) in by_style.items()}}),
                 "flaws": dict(Counter(f.kind for _, _, f in flagged).most_common()),
                 "examples": [{"problem": p.question, "answer": text, "reason": f.reason}
                              for p, text, f in flagged[:examples]]}

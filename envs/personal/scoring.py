@@ -189,6 +189,10 @@ _ORDINAL = {"st", "nd", "rd", "th"}
 _LINK = {"is", "gives", "makes", "equals", "comes", "to", "which", "leaves"}  # "12 + 5 gives 17": 17 is a result
 _DANGLING_WORD = re.compile(r"\b(?:the|a|an|of|to|for|and|with|by|from|is|are|was|as|than)\s*[.,!?;]", re.I)
 _GLUED = re.compile(r"\b[a-z]{2,}[A-Z][a-z]+\b")  # words run together: "theMarbles"
+# a sentence dropped mid-way for a new one: "To start, the beads Then the beads Lily has left comes to ..." (the words
+# that open this project's sentences; a name after a lowercase word, "the beads Lily has", is no restart)
+_RESTART = re.compile(r"\b[a-z]{2,} (?:Then|So|First|Next|That|To|Okay|Sure|Finally|This|Now|Let's|Great|Nice|Good|"
+                      r"You|Your|Well|The|It|Remember|Keep|Overall|Correct|Incorrect)\b")
 _SENTENCE_END = re.compile(r"[.!?)]$")
 
 
@@ -270,8 +274,9 @@ def _math_flaw(text: str, toks: list[_Tok]) -> Flaw | None:
 
 
 def _sentence_flaw(text: str) -> Flaw | None:
-    """A sentence ending on a function word ("to get the ."), words run together, or the text stopping mid-sentence."""
-    m = _DANGLING_WORD.search(text) or _GLUED.search(text)
+    """A sentence ending on a function word ("to get the ."), words run together, a sentence dropped for a new one, or
+    the text stopping mid-sentence."""
+    m = _DANGLING_WORD.search(text) or _GLUED.search(text) or _RESTART.search(text)
     if m:
         line_start = text.rfind("\n", 0, m.start()) + 1
         return Flaw("broken_sentence", text[max(line_start, m.start() - 30):m.end()].strip())
