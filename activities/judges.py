@@ -133,6 +133,10 @@ _EXIT = re.compile(r"\[exit status (-?\d+|unknown)\]\s*$")
 
 
 _STEP = re.compile(r"(?:^|\n\n)Step (\d+):\n")
+# what changes from run to run of one command without anything having changed: dates and clock times, process ids,
+# long hex ids (hashes, container ids); masked before two results are compared
+_VOLATILE = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b"
+                       r"|\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b|\bpid[ =:]*\d+\b|\b[0-9a-f]{12,}\b", re.I)
 _CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
 
@@ -145,14 +149,16 @@ def _json(text: str) -> object:
 
 def repeated_step(tool_calls: str, tool_results: str, history: str) -> int | None:
     """The earlier step (index) of ``history`` (``workflows.episode.judge_request``'s "Step i:\\n{action}\\n->
-    {observation}" blocks) that made the same tool call and got the same result back, or None."""
+    {observation}" blocks) that made the same tool call and got the same result back (the same once dates, clock
+    times, process ids and long hex ids are masked), or None."""
     call = _json(tool_calls)
     if call is None:
         return None
     parts = _STEP.split(history)
+    result = _VOLATILE.sub("#", tool_results)
     for index, block in zip(parts[1::2], parts[2::2]):
         action, sep, observation = block.partition("\n-> ")
-        if sep and observation == tool_results and any(_json(c) == call for c in _CALL.findall(action)):
+        if sep and _VOLATILE.sub("#", observation) == result and any(_json(c) == call for c in _CALL.findall(action)):
             return int(index)
     return None
 

@@ -181,3 +181,25 @@ async def test_the_heuristic_step_judge_votes_down_a_repeat_that_changes_nothing
         if len(steps) == 2:
             assert "repeats step 0" in raw and "Step 0:\n" in req.history
     assert votes == [1, -1, 1, 1, 1], votes
+
+
+async def test_a_repeat_whose_output_differs_only_by_the_clock_is_still_a_repeat(env):
+    """A command printing the time (and a long hex id) twice: the outputs differ, nothing changed, so the second -1;
+    a command whose output changes in a real number is no repeat."""
+    from activities.judges import HeuristicJudge
+    from rlcore.judging import parse_score
+    from workflows.contracts import EpisodeStep
+    from workflows.episode import judge_request
+
+    env.reset(scratch())
+    judge, steps, votes, outputs = HeuristicJudge(), [], [], []
+    stamp = "date +%Y-%m-%dT%H:%M:%S.%N; date +%T.%N; head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n'"
+    for text in [bash(stamp), bash(stamp), bash("ls | wc -l"), bash("touch d.txt"), bash("ls | wc -l")]:
+        r = env.step(text)
+        outputs.append(r.observation)
+        step = EpisodeStep(index=len(steps), action=text, observation=r.observation)
+        steps.append(step)
+        votes.append(parse_score(await judge.complete_step(judge_request("terminal", "ep", "Look around.", steps,
+                                                                          step, r.info))))
+    assert outputs[0] != outputs[1]  # the clock moved and the id is new
+    assert votes == [1, -1, 1, 1, 1], (votes, outputs)
