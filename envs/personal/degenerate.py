@@ -88,7 +88,10 @@ and 0.44 under a hint; ``default_terse`` 0.25 seed 5 gets 0.37, 0.26 and 0.32, a
 0) 0.23 of its casual answers. Seeds 7 and 8 of that recipe (AVX-512, 2,874 and 2,898 s two at a time, final loss
 0.1487 and 0.1448), validation draw: seed 7 first 0.019 / 0.053, hinted 0.029 / 0.193, accuracy 0.464 (formatted
 0.469, casual 0.450, hinted 0.452); seed 8 first 0.014 / 0.065, hinted 0.022 / 0.082, accuracy 0.687 (0.703, 0.642,
-0.659). Neither lowers the teacher's hinted rate; neither was run on the stack.
+0.659). Seeds 9 and 10 (4,297 and 4,311 s, sharing the CPU with other work; final loss 0.1500 and 0.1636): seed 9
+first 0.020 / 0.039, hinted 0.020 / 0.074, accuracy 0.437 (0.445, 0.419, 0.428); seed 10 first 0.025 / 0.080, hinted
+0.051 / 0.082, accuracy 0.299 (0.301, 0.294, 0.292). None of the four lowers the teacher's hinted rate below the
+default's; none was run on the stack.
 """
 
 from __future__ import annotations
