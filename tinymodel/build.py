@@ -11,7 +11,7 @@ the folder asked for holds no matching build and the shipped one's stamp matches
 into place instead of training (seconds instead of about an hour); ``force`` always trains from scratch, and a shipped
 build whose stamp no longer matches (the corpus or the recipe changed) is ignored. On one CPU thread the build repeats
 bit for bit on the same kind of CPU, but not across kinds: the kernels torch picks for the CPU's vector instructions
-(the stamp's ``cpu_capability``) round differently, and over 6,400 steps the difference grows into another model of the
+(the stamp's ``cpu_capability``) round differently, and over 9,600 steps the difference grows into another model of the
 same recipe, as unlike as another seed (``envs/personal/degenerate.py``). ``build-tiny --force`` makes such a build;
 the shipped weights are the ones the README's figures were measured on.
 
@@ -55,7 +55,7 @@ _ROOT = Path(__file__).resolve().parent.parent
 
 @dataclass(frozen=True)
 class BuildConfig:
-    # Sized for CPU (about an hour on one thread): a wider model learns less in the same time; small batches, many steps
+    # Sized for CPU (60-75 minutes on one thread): a wider model learns less in the same time; small batches, many steps
     hidden_size: int = 128
     intermediate_size: int = 384
     num_layers: int = 6  # hinted grading comments misquote 3-10% by seed with the settings below (4 layers: 13%)
@@ -66,7 +66,9 @@ class BuildConfig:
     window: int = 512  # sliding attention window of every layer
     vocab_size: int = 2048
     tokenizer_texts: int = 6000  # conversations the BPE merges are learnt from
-    steps: int = 6400  # 1600 left it copying numbers badly: 28-85% of answers used a number from nowhere (measured)
+    # 1600 left it copying numbers badly (28-85% of answers used a number from nowhere); 9600 against 6400 (seeds 1, 2)
+    # halved the misquoted hinted comments and got 0.73-0.81 of the student's sums right against 0.46 (degenerate.py)
+    steps: int = 9600
     batch_size: int = 8
     max_len: int = 1024  # longer conversations are dropped (the long agent rows below are not)
     long_rows: int = 48  # agent conversations longer than the reach, each trained alone in place of a batch
@@ -77,7 +79,7 @@ class BuildConfig:
     warmup: int = 60
     weight_decay: float = 0.05
     grad_clip: float = 1.0
-    seed: int = 1  # builds of one recipe differ: seeds 0-3 misquote in 3-10% of hinted comments (degenerate.py)
+    seed: int = 2  # builds of one recipe differ: seeds 0-3 misquote in 3-10% of hinted comments (degenerate.py)
     default_ai: float = 0.6  # share of unhinted homework answers in the AI-looking style
     default_terse: float = 0.5  # share of unhinted grading comments that are terse (the rest: practice at warm ones)
     # share of casual answers that state the result before working it out ("It's 56 km. Here's the breakdown: ..."):
