@@ -46,7 +46,7 @@ from openclaw_rl.stack import Service, Stack, engine_service, gateway_service, p
 # held-out problems, 3 seeds, at the defaults below, one run each (score before -> after, worst seed, malformed after,
 # accuracy before -> after):
 #   student, 36 interactions: combined 0.20 -> 0.95, 0.95, 0.006, 0.83 -> 0.79; binary 0.78, 0.73, 0.000, 0.81;
-#     OPD 0.50, 0.45, 0.006, 0.81
+#     OPD 0.50, 0.45, 0.006, 0.81. A second run of combined: 0.94, 0.94, 0.022, 0.83 -> 0.77
 #   teacher, 24 interactions: combined 0.49 -> 0.93, 0.90, 0.025, 1.00 -> 1.00; binary 0.88, 0.88, 0.025, 1.00;
 #     OPD 0.60, 0.49, 0.012, 1.00 (two of three seeds got fewer than 16 hinted turns and trained nothing)
 # Seed 1 of that recipe: teacher combined 0.38 -> 0.93, 0.92, 0.031, 1.00; student combined 0.29 -> 0.93, 0.92,
