@@ -330,6 +330,42 @@ def test_evaluation_reports_the_degenerate_rate() -> None:
     assert all(it.malformed_reason.startswith("incomplete equation") and it.score == 0.0 for it in flagged)
 
 
+class _SeedDriver(_Driver):
+    """Records each request's opening message and sampling seed."""
+
+    def __init__(self, answer_for) -> None:  # noqa: ANN001
+        super().__init__(answer_for)
+        self.seen: dict[str, tuple[str, int]] = {}
+
+    async def chat(self, messages, *, session_id, **kw):  # noqa: ANN001, ANN201
+        self.seen[session_id.rsplit("/", 1)[1]] = (messages[0]["content"], kw["seed"])
+        return await super().chat(messages, session_id=session_id, **kw)
+
+
+def test_each_run_seed_samples_its_own_evaluation_draw() -> None:
+    from envs.personal.evaluate import eval_sample_seed, evaluate
+
+    problems = heldout_problems(5)
+    rng = random.Random(0)
+    seen = {}
+    for run_seed in (0, 1, 2):
+        driver = _SeedDriver(lambda p: render_solution(p, "casual", rng))
+        driver.problems = {p.id: p for p in problems}
+        asyncio.run(evaluate(driver, "student", problems, tag="t",  # type: ignore[arg-type]
+                             sample_seed=eval_sample_seed(run_seed)))
+        seen[run_seed] = [driver.seen[p.id] for p in problems]
+    # the same openings for every run seed; seed 0 samples as every evaluation did (EVAL_SEED + i), the others apart
+    assert [o for o, _ in seen[0]] == [o for o, _ in seen[1]] == [o for o, _ in seen[2]]
+    assert [s for _, s in seen[0]] == [EVAL_SEED + i for i in range(5)]
+    seeds = [s for run_seed in seen for _, s in seen[run_seed]]
+    assert len(set(seeds)) == 15
+    # without a sample_seed the opening seed samples too
+    driver = _SeedDriver(lambda p: render_solution(p, "casual", rng))
+    driver.problems = {p.id: p for p in problems}
+    asyncio.run(evaluate(driver, "student", problems, tag="t", seed=11))  # type: ignore[arg-type]
+    assert [driver.seen[p.id][1] for p in problems] == [11 + i for i in range(5)]
+
+
 def test_degenerate_measure_on_the_test_model(tiny_model_path) -> None:  # noqa: ANN001, F811 - session fixture
     from envs.personal.degenerate import measure
 

@@ -1,9 +1,12 @@
 """Evaluate the personal agent on held-out problems through the gateway, first response only (the paper's protocol).
 
 - Problems: the first ``n`` problems of the held-out split drawn with ``EVAL_SEED``, never used to build the model and
-  never asked in the interaction stream (which draws from the train split). Every evaluation uses the same problems,
-  the same opening messages (a fresh simulated user seeded with ``EVAL_SEED``) and, when the server honours the
-  OpenAI ``seed`` field, the same sampling seed per problem, so before/after differences come from the weights.
+  never asked in the interaction stream (which draws from the train split). Every evaluation uses the same problems
+  and the same opening messages (a fresh simulated user seeded with ``EVAL_SEED``). When the server honours the
+  OpenAI ``seed`` field, problem ``i`` is sampled with seed ``sample_seed + i`` (default ``sample_seed = seed``): the
+  same draw for the same weights. The experiment gives each of its run seeds its own ``sample_seed``, so a run's
+  before and after are sampled alike while the before-training accuracy it reports is an average over several
+  draws, not one shared draw whose luck would shift every run's before/after difference the same way.
 - Personalization score: the deterministic scorer (``user.score``, envs.personal.scoring) on the first response; a
   malformed response (``flaw_of``: a calculation without its result, a dropped number, a number from nowhere, a broken
   sentence, no final answer or, for a comment, no verdict) scores 0.
@@ -56,6 +59,12 @@ class Evaluation:
     degenerate_rate: float = 0.0  # share of malformed first responses
 
 
+def eval_sample_seed(run_seed: int) -> int:
+    """The sampling seed of run seed ``run_seed``'s evaluations: ``EVAL_SEED`` for seed 0, 100,003 apart after it (more
+    than any evaluation's problem count, so no two run seeds share a problem's sampling seed)."""
+    return EVAL_SEED + run_seed * 100_003
+
+
 def heldout_problems(n: int, seed: int = EVAL_SEED) -> list[Problem]:
     return generate(n, split="heldout", seed=seed)
 
@@ -69,9 +78,12 @@ def is_correct(setting: str, problem: Problem, answer: str, student_work: str = 
 
 async def evaluate(driver: GatewayDriver, setting: str, problems: list[Problem], *, tag: str,
                    concurrency: int = 8, temperature: float = 0.7, seed: int = EVAL_SEED,
-                   on_done: Callable[[], None] | None = None) -> Evaluation:
-    """First responses to ``problems`` as side turns; ``tag`` makes the session ids unique (e.g. run and step)."""
+                   sample_seed: int | None = None, on_done: Callable[[], None] | None = None) -> Evaluation:
+    """First responses to ``problems`` as side turns; ``tag`` makes the session ids unique (e.g. run and step).
+    ``seed`` draws the openings; ``sample_seed`` (default: ``seed``) the sampling: problem ``i`` at ``sample_seed + i``.
+    """
     user = make_user(setting, seed)
+    first = seed if sample_seed is None else sample_seed
     prompts = [user.opening(p) for p in problems]  # in order: the user's rng makes the same openings every time
     works = [user.work.get(p.id, "") if isinstance(user, SimulatedTeacher) else "" for p in problems]
     marks = [user.marks.get(p.id, "") if isinstance(user, SimulatedTeacher) else "" for p in problems]
@@ -80,7 +92,7 @@ async def evaluate(driver: GatewayDriver, setting: str, problems: list[Problem],
     async def one(i: int, p: Problem) -> EvalItem:
         async with gate:
             reply = await driver.chat([{"role": "user", "content": prompts[i]}], session_id=f"eval/{tag}/{p.id}",
-                                      turn_type="side", done=True, seed=seed + i, temperature=temperature)
+                                      turn_type="side", done=True, seed=first + i, temperature=temperature)
         if on_done is not None:
             on_done()
         flaw = flaw_of(setting, reply.text, p, works[i], marks[i])
