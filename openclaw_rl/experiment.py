@@ -43,14 +43,18 @@ from openclaw_rl.stack import Service, Stack, engine_service, gateway_service, p
     temporal_service, worker_service
 
 # The paper's 1e-5 is for 4-32B models. On the default tiny model (6 layers, 9,600 steps, seed 2; AVX-512), 108
-# held-out problems, 3 seeds (each its own sampling draw of the evaluation), at the defaults below (KL 0.1 student,
-# 0.05 teacher), one run each (score before -> after, worst seed, malformed after, accuracy before -> after):
-#   student, 36 interactions: combined 0.23 -> 0.93, 0.92, 0.015, 0.82 -> 0.81; binary 0.86, 0.75, 0.006, 0.77;
-#     OPD 0.52, 0.45, 0.012, 0.80. A second run of combined: 0.93, 0.92, 0.019, 0.82 -> 0.80
+# held-out problems, 3 seeds (each its own sampling draw of the evaluation), at the defaults below, one run each
+# (score before -> after, worst seed, malformed after, accuracy before -> after):
+#   student, 36 interactions: combined 0.23 -> 0.92, 0.91, 0.015, 0.82 -> 0.82. --kl-beta 0.1: 0.93, 0.92, 0.015,
+#     0.81; 0.93, 0.92, 0.019, 0.80; 0.94, 0.93, 0.012, 0.76 (binary 0.86, 0.75, 0.006, 0.77; OPD 0.52, 0.45, 0.012,
+#     0.80)
 #   teacher, 24 interactions: combined 0.46 -> 0.88, 0.86, 0.028, 1.00 -> 1.00; binary 0.82, 0.77, 0.034, 0.98;
-#     OPD 0.72, 0.69, 0.022, 1.00
+#     OPD 0.72, 0.69, 0.022, 1.00; again combined 0.86, 0.82, 0.034. --kl-beta 0.1: 0.84, 0.81, 0.031 (binary 0.81,
+#     0.79; OPD 0.62, 0.49); 0.86, 0.80, 0.022
+#   envs/personal/sums.py on the student runs' checkpoints: the right result's probability in the trained answers' own
+#     words fell 0.012 on average at KL 0.05 and at 0.1 alike (nine seeds each, up to 0.040), 0.008 at 0.15 (six)
 # Measured with one shared sampling draw for every seed (its before accuracy 0.83, 2.8 points above the base model's
-# mean over five draws), KL 0.05 for both settings:
+# mean over five draws), KL 0.05:
 #   student, 36 interactions: combined 0.20 -> 0.95, 0.95, 0.006, 0.83 -> 0.79; binary 0.78, 0.73, 0.000, 0.81;
 #     OPD 0.50, 0.45, 0.006, 0.81. Two more runs of combined: 0.94, 0.94, 0.022, 0.77; 0.95, 0.94, 0.012, 0.76.
 #     Levers on it, combined, one run each: --kl-beta 0.15 0.92, 0.87, 0.003, 0.80; 0.92, 0.86, 0.015, 0.79 (teacher
@@ -190,19 +194,9 @@ DEFAULT_PPO_EPOCHS = 8
 # (the plain loop had KL 0.05-0.1 halving the teacher's malformed answers, 0.27 -> 0.12-0.13, at a higher score; the
 # stack did not repeat it). Other base models and their hinted misquote rates: envs/personal/degenerate.py.
 DEFAULT_TEACHER_TEMPERATURE = 1.0
-# The KL term's coefficient by setting. The simulated student praises style and never checks a sum, so its next states
-# carry no signal about the content and only the KL term keeps the base model's sums; the simulated teacher corrects a
-# comment whose verdict is wrong, so its content has a signal of its own and a lighter KL leaves the style free to move.
-# Measured on the default build, 3 seeds, 108 held-out problems, each seed its own sampling draw (accuracy before
-# 0.818); score, worst seed, malformed after, accuracy after:
-#   student, combined, 36 interactions: KL 0.1 0.93, 0.92, 0.015, 0.815; 0.93, 0.92, 0.019, 0.803. KL 0.05 (the
-#     previous default) 0.92, 0.91, 0.015, 0.818; its three runs against one shared draw (0.833, which five draws of
-#     the base model put 2.8 points above its mean, 0.806) lost 4.3, 5.9 and 7.7 points, KL 0.1's one run 3.1
-#   the right result's probability in trained answers' words (envs/personal/sums.py) fell 0.012 on average over nine
-#     seeds at 0.05 (up to 0.040), 0.007 over six at 0.1, 0.008 over six at 0.15
-#   teacher, combined, 24 interactions: KL 0.1 0.84, 0.81, 0.031 (binary 0.81, 0.79; OPD 0.62, 0.49); 0.86, 0.80,
-#     0.022: the worst seed at the 0.8 mark, where 0.05 gives 0.88, 0.86, 0.028 (above); 0.86, 0.82, 0.034
-DEFAULT_KL_BETA: dict[str, float] = {"student": 0.1, "teacher": 0.05}
+# The KL term: at 0.1 the student's sums fell as much as at 0.05 and the teacher's worst seed fell to 0.81 and 0.80
+# (figures at the top of this file).
+DEFAULT_KL_BETA = 0.05
 DEFAULT_TRAINER: dict[str, Any] = {"negative_credit": "teacher"}
 METHODS = ("binary", "opd", "combined")
 
@@ -220,7 +214,7 @@ class ExperimentConfig:
     ppo_epochs: int = DEFAULT_PPO_EPOCHS  # updates per batch; a ``trainer`` entry for it wins
     batch_size: int = 16
     max_staleness: int = 1
-    kl_beta: float | None = None  # KL to the base model (paper: 0 in simulation); None: DEFAULT_KL_BETA[setting]
+    kl_beta: float = DEFAULT_KL_BETA  # KL to the base model (paper: 0 in simulation)
     teacher_temperature: float = DEFAULT_TEACHER_TEMPERATURE  # of the OPD teacher's log-probs (paper: 1.0)
     # other TrainingInput hyper-parameters, e.g. clip_eps_high
     trainer: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_TRAINER))
@@ -247,16 +241,7 @@ class ExperimentConfig:
             raise ValueError("interactions, seeds, eval_problems, batch_size and ppo_epochs must be >= 1")
         if not self.teacher_temperature > 0:
             raise ValueError(f"teacher_temperature must be > 0, got {self.teacher_temperature}")
-        self.kl_beta = kl_beta_for(self.setting, self.kl_beta)
         trainer_options(self.trainer)
-
-
-def kl_beta_for(setting: str, kl_beta: float | None) -> float:
-    """``kl_beta``, or the setting's default (``DEFAULT_KL_BETA``) when None; a negative one is refused."""
-    beta = DEFAULT_KL_BETA[setting] if kl_beta is None else kl_beta
-    if not beta >= 0:
-        raise ValueError(f"kl_beta must be >= 0, got {beta}")
-    return beta
 
 
 TRAINER_OPTIONS = ("clip_eps", "clip_eps_high", "kl_estimator", "loss_agg", "ppo_epochs", "num_minibatches",
@@ -714,9 +699,7 @@ def personal_command(
     = DEFAULT_PPO_EPOCHS,
     batch_size: Annotated[int, typer.Option(help="samples per train step (paper: 16)")] = 16,
     max_staleness: Annotated[int, typer.Option(help="train on samples up to this many versions old")] = 1,
-    kl_beta: Annotated[float | None, typer.Option(help="KL to the base model (paper: 0 in simulation; default: "
-                                                       + ", ".join(f"{v} {k}" for k, v in DEFAULT_KL_BETA.items())
-                                                       + ")", show_default=False)] = None,
+    kl_beta: Annotated[float, typer.Option(help="KL to the base model (paper: 0 in simulation)")] = DEFAULT_KL_BETA,
     teacher_temperature: Annotated[float, typer.Option(help="temperature of the OPD teacher's log-probs (paper: 1.0; "
                                                             "below 1 a sharper teacher)")]
     = DEFAULT_TEACHER_TEMPERATURE,

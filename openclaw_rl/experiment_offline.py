@@ -24,7 +24,7 @@ from typing import Annotated, Any
 import typer
 
 from openclaw_rl.experiment import (DEFAULT_KL_BETA, DEFAULT_LR, DEFAULT_PPO_EPOCHS, DEFAULT_TEACHER_TEMPERATURE,
-                                    DEFAULT_TRAINER, METHODS, kl_beta_for, personal_trainer, trainer_options)
+                                    DEFAULT_TRAINER, METHODS, personal_trainer, trainer_options)
 
 
 @dataclass
@@ -37,7 +37,7 @@ class OfflineConfig:
     eval_problems: int = 108
     lr: float = DEFAULT_LR
     ppo_epochs: int = DEFAULT_PPO_EPOCHS
-    kl_beta: float | None = None  # None: the setting's default (DEFAULT_KL_BETA)
+    kl_beta: float = DEFAULT_KL_BETA
     teacher_temperature: float = DEFAULT_TEACHER_TEMPERATURE
     batch_size: int = 16
     trainer: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_TRAINER))
@@ -55,7 +55,6 @@ class OfflineConfig:
             raise ValueError("interactions, seeds, rounds, eval_problems, batch_size and ppo_epochs must be >= 1")
         if not self.teacher_temperature > 0:
             raise ValueError(f"teacher_temperature must be > 0, got {self.teacher_temperature}")
-        self.kl_beta = kl_beta_for(self.setting, self.kl_beta)
         trainer_options(self.trainer)
 
 
@@ -197,9 +196,7 @@ def offline_command(
     eval_problems: Annotated[int, typer.Option(help="held-out problems per evaluation")] = 108,
     lr: Annotated[float, typer.Option(help="learning rate")] = DEFAULT_LR,
     ppo_epochs: Annotated[int, typer.Option(help="PPO epochs over each batch")] = DEFAULT_PPO_EPOCHS,
-    kl_beta: Annotated[float | None, typer.Option(help="KL to the base model (default: "
-                                                       + ", ".join(f"{v} {k}" for k, v in DEFAULT_KL_BETA.items())
-                                                       + ")", show_default=False)] = None,
+    kl_beta: Annotated[float, typer.Option(help="KL to the base model")] = DEFAULT_KL_BETA,
     teacher_temperature: Annotated[float, typer.Option(help="temperature of the OPD teacher's log-probs (paper: 1.0)")]
     = DEFAULT_TEACHER_TEMPERATURE,
     batch_size: Annotated[int, typer.Option(help="samples per train step")] = 16,

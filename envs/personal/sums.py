@@ -7,9 +7,8 @@ Run on the base model and on the run's trained checkpoint, the two read the same
 training did to the sums themselves, apart from the wording it moved the answers to. Prints JSON, one entry per model.
 
 Measured on the default build (student, combined, 3 seeds per run): the base model puts about 0.86 on the right
-results in trained answers' words; the models trained at KL 0.05 put 0.012 less there on average over nine seeds (from
-0.005 more to 0.040 less), at KL 0.1 0.007 less over six (0.001 more to 0.015 less), at 0.15 0.008 less over six
-(``openclaw_rl/experiment.py``, ``DEFAULT_KL_BETA``).
+results in trained answers' words; the models trained at KL 0.05 and at KL 0.1 put 0.012 less there on average over
+nine seeds each (from 0.005 more to 0.040 less), at 0.15 0.008 less over six (``openclaw_rl/experiment.py``).
 """
 
 from __future__ import annotations
