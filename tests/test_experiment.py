@@ -159,4 +159,3 @@ def test_personal_trainer_options_merge_over_the_defaults():
     cfg = ExperimentConfig()
     cfg.trainer["negative_credit"] = "all"
     assert ExperimentConfig().trainer["negative_credit"] == "teacher"  # each config owns its dict
-
