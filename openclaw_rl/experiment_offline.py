@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Annotated, Any
@@ -24,7 +24,7 @@ from typing import Annotated, Any
 import typer
 
 from openclaw_rl.experiment import (DEFAULT_KL_BETA, DEFAULT_LR, DEFAULT_PPO_EPOCHS, DEFAULT_TEACHER_TEMPERATURE,
-                                    DEFAULT_TRAINER, METHODS, personal_trainer, trainer_options)
+                                    METHODS, default_trainer, personal_trainer, trainer_options)
 
 
 @dataclass
@@ -40,11 +40,15 @@ class OfflineConfig:
     kl_beta: float = DEFAULT_KL_BETA
     teacher_temperature: float = DEFAULT_TEACHER_TEMPERATURE
     batch_size: int = 16
-    trainer: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_TRAINER))
+    trainer: dict[str, Any] | None = None  # None: default_trainer(setting)
     temperature: float = 0.7
     max_tokens: int = 320
     model_path: str = ""
     preset: str = "default"
+
+    def __post_init__(self) -> None:
+        if self.trainer is None:
+            self.trainer = default_trainer(self.setting)
 
     def validate(self) -> None:
         if self.setting not in ("student", "teacher"):
@@ -214,7 +218,7 @@ def offline_command(
                         teacher_temperature=teacher_temperature, batch_size=batch_size, temperature=temperature,
                         model_path=model, preset=preset)
     try:
-        cfg.trainer = personal_trainer(trainer or [])
+        cfg.trainer = personal_trainer(trainer or [], setting)
         summary = run(cfg, progress=progress)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None

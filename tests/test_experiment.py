@@ -89,7 +89,7 @@ def test_personal_experiment_end_to_end(tmp_path: Path):
            "OPENCLAW_GATEWAY_PORT": str(gateway), "OPENCLAW_LOG_FORMAT": "json"}
     argv = [sys.executable, "-c", "from openclaw_rl.experiment import app; app()", "personal", "--setting", "student",
             "--method", "combined", "--interactions", "6", "--seeds", "1", "--eval-every", "3", "--eval-problems",
-            "4", "--rounds", "1", "--batch-size", "2", "--preset", "test", "--no-progress", "--json",
+            "4", "--rounds", "1", "--batch-size", "4", "--preset", "test", "--no-progress", "--json",
             "--out", str(tmp_path / "exp")]
     out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=400)
     logs = "\n".join(f"--- {p.name}\n{p.read_text()[-2000:]}" for p in (tmp_path / "rt" / "logs").glob("*.log"))
@@ -128,8 +128,10 @@ def test_personal_experiment_end_to_end(tmp_path: Path):
         trained = con.sql(f"SELECT count(*) FROM trained WHERE run = '{run['training_run']}'").fetchone()[0]
         assert trained == summary["samples_trained"]
         # paced: a conversation starts only once the finished ones are judged and every full batch is trained, so
-        # the six samples come from several policy versions and none goes stale (all three batches train)
+        # the six samples come from several policy versions and none goes stale: one batch of 4, then the 2 left over
+        # (half a batch) in a last step of their own
         assert trained == 6
+        assert run["train_steps"] == 2 and summary["policy_versions"] == 3
         versions = con.sql(f"SELECT count(DISTINCT policy_version) FROM samples "
                            f"WHERE run = '{run['training_run']}'").fetchone()[0]
         assert versions >= 2
@@ -150,10 +152,16 @@ def test_personal_trainer_options_merge_over_the_defaults():
     from openclaw_rl.experiment import ExperimentConfig, personal_trainer
     from openclaw_rl.experiment_offline import OfflineConfig
 
-    teacher = {"negative_credit": "teacher"}
-    assert personal_trainer([]) == ExperimentConfig().trainer == OfflineConfig().trainer == teacher
+    student = {"negative_credit": "teacher", "binary_credit": "words"}  # the student's vote keeps off the digits
+    assert personal_trainer([]) == ExperimentConfig().trainer == OfflineConfig().trainer == student
+    teacher = {"negative_credit": "teacher"}  # the teacher's vote reaches every token, as in the paper
+    assert personal_trainer([], "teacher") == ExperimentConfig(setting="teacher").trainer == \
+        OfflineConfig(setting="teacher").trainer == teacher
     assert personal_trainer(["negative_credit=all", "clip_eps_high=0.2"]) == {"negative_credit": "all",
+                                                                               "binary_credit": "words",
                                                                                "clip_eps_high": 0.2}
+    assert personal_trainer(["binary_credit=words"], "teacher")["binary_credit"] == "words"
+    assert ExperimentConfig(setting="teacher", trainer={"w_opd": 0.5}).trainer == {"w_opd": 0.5}  # given: as is
     with pytest.raises(typer.BadParameter, match="negative_credit"):
         personal_trainer(["negative_credit"])  # not KEY=VALUE
     cfg = ExperimentConfig()
