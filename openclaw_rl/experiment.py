@@ -51,7 +51,8 @@ from openclaw_rl.stack import Service, Stack, engine_service, gateway_service, p
 #   student combined with the curve evaluated every 12 interactions (--eval-every 12): 0.24 -> 0.93, 0.89, 0.014,
 #     0.83 -> 0.82
 #   teacher, 24 interactions: combined 0.45 -> 0.90, 0.87, 0.017, 1.00 -> 1.00; binary 0.85, 0.83, 0.023, 1.00; OPD
-#     0.74, 0.71, 0.019, 1.00; again combined 0.89, 0.88, 0.023, 1.00 (every seed 32 samples, two full batches)
+#     0.74, 0.71, 0.019, 1.00; again combined 0.89, 0.88, 0.023, 1.00; 0.90, 0.88, 0.032, 1.00 (one seed got 31
+#     samples: a batch of 16, then the 15 left in the final batch); 0.90, 0.87, 0.020, 1.00
 # and 108 problems: student combined 0.23 -> 0.93, 0.86, 0.012, 0.82 -> 0.83; 0.95, 0.93, 0.015, 0.78.
 # Before the last, smaller step on the samples left over (final_batch), teacher, 24 interactions, 216 problems: with the
 # student's credit (binary_credit=words) combined 0.45 -> 0.86, 0.74, 0.031, 1.00 -> 1.00 (its worst seed got 29
