@@ -674,51 +674,52 @@ class RunTrainer:
             return self.ended
         return await self.handle.query("status", result_type=TrainingStatus)
 
-    async def drain(self, timeout_s: float = 900.0) -> Any:
-        """Wait until the run is waiting and the store holds no full batch it could train; returns its status."""
+    async def _select(self, policy_version: int, batch_size: int) -> Any:
         from activities.training import select_batch
-        from workflows.contracts import SAMPLES_AVAILABLE_SIGNAL, SelectBatchInput
+        from workflows.contracts import SelectBatchInput
+
+        return await asyncio.to_thread(select_batch, self.store, SelectBatchInput(
+            run=self.run, store_url=self.store_url, policy_version=policy_version, batch_size=batch_size,
+            max_staleness=self.cfg.max_staleness))
+
+    async def _until(self, ready: Any, timeout_s: float, failure: str) -> Any:
+        """Nudge the run (samples-available signal) until ``await ready(status)`` holds; returns that status."""
+        from workflows.contracts import SAMPLES_AVAILABLE_SIGNAL
 
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             st = await self.status()
             if st.paused and st.last_error:
                 raise RuntimeError(f"training run {self.run} paused: {st.last_error}")
-            if st.phase == "waiting":
-                sel = await asyncio.to_thread(select_batch, self.store, SelectBatchInput(
-                    run=self.run, store_url=self.store_url, policy_version=st.policy_version,
-                    batch_size=self.cfg.batch_size, max_staleness=self.cfg.max_staleness))
-                if not sel.sample_ids:
-                    return st
+            if await ready(st):
+                return st
             await self.handle.signal(SAMPLES_AVAILABLE_SIGNAL)
             await asyncio.sleep(0.5)
-        raise TimeoutError(f"training run {self.run} still had full batches after {timeout_s:.0f}s")
+        raise TimeoutError(f"training run {self.run} {failure} after {timeout_s:.0f}s")
+
+    async def drain(self, timeout_s: float = 900.0) -> Any:
+        """Wait until the run is waiting and the store holds no full batch it could train; returns its status."""
+        async def no_full_batch(st: Any) -> bool:
+            return st.phase == "waiting" and not (await self._select(st.policy_version, self.cfg.batch_size)).sample_ids
+
+        return await self._until(no_full_batch, timeout_s, "still had full batches")
 
     async def flush(self, minimum: int, timeout_s: float = 900.0) -> Any:
         """One last step on the untrained samples left (fewer than a batch) when there are at least ``minimum``: the
         run's batch size is set to their number for that step (``set_hparams``); returns the run's status after it."""
-        from activities.training import select_batch
-        from workflows.contracts import SAMPLES_AVAILABLE_SIGNAL, HparamsUpdate, SelectBatchInput
+        from workflows.contracts import HparamsUpdate
 
-        st = await self.status()
-        sel = await asyncio.to_thread(select_batch, self.store, SelectBatchInput(
-            run=self.run, store_url=self.store_url, policy_version=st.policy_version, batch_size=1 << 30,
-            max_staleness=self.cfg.max_staleness))
-        if sel.available < max(1, minimum):
-            return st
+        first = await self.status()
+        left = (await self._select(first.policy_version, 1 << 30)).available
+        if left < max(1, minimum):
+            return first
         await self.handle.execute_update("set_hparams", HparamsUpdate(request_id=f"{self.run}-final-batch",
-                                                                      batch_size=sel.available))
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            now = await self.status()
-            if now.paused and now.last_error:
-                raise RuntimeError(f"training run {self.run} paused: {now.last_error}")
-            if now.step > st.step and now.phase == "waiting":
-                return now
-            await self.handle.signal(SAMPLES_AVAILABLE_SIGNAL)
-            await asyncio.sleep(0.5)
-        raise TimeoutError(f"training run {self.run} did not train its last {sel.available} samples "
-                           f"in {timeout_s:.0f}s")
+                                                                      batch_size=left))
+
+        async def stepped(st: Any) -> bool:
+            return st.step > first.step and st.phase == "waiting"
+
+        return await self._until(stepped, timeout_s, f"did not train its last {left} samples")
 
     async def end(self) -> Any:
         """Stop the run at a step boundary and return its final status (terminate it if it does not stop)."""

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from bench.train import make_batch
 from trainer.batch import collate
 from trainer.torch_backend import TorchBackend, TrainConfig
 
@@ -23,18 +24,11 @@ MODEL = Path(__file__).resolve().parents[1] / "tinymodel" / "weights" / "default
 
 
 def batch(vocab: int, n: int, prompt: int, response: int, seed: int) -> list[SimpleNamespace]:
-    g = torch.Generator().manual_seed(seed)
-    out = []
-    for i in range(n):
-        ids = torch.randint(3, vocab, (prompt + response,), generator=g).tolist()
-        out.append(SimpleNamespace(sample_id=f"g{i}", prompt_ids=ids[:prompt], response_ids=ids[prompt:],
-                                   rollout_logprobs=[0.0] * response, teacher_logprobs=None, loss_mask=None,
-                                   reward=[1.0, -1.0, 0.0, 1.0][i % 4], method="combined"))
+    """bench.train's random batch, every sample combined, rewards +1, -1, 0, +1 in turn."""
+    out = make_batch(vocab, n, prompt, response, seed=seed)
+    for i, s in enumerate(out):
+        s.reward, s.method = [1.0, -1.0, 0.0, 1.0][i % 4], "combined"
     return out
-
-
-def padded(rows: list[list[float]], width: int) -> torch.Tensor:
-    return torch.tensor([r + [0.0] * (width - len(r)) for r in rows])
 
 
 def test_a_combined_step_in_bf16_on_the_gpu_matches_the_cpu_in_fp32() -> None:
