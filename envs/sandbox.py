@@ -419,7 +419,7 @@ class Sandbox:
         self.bwrap = shutil.which(config.bwrap) if not os.path.isabs(config.bwrap) else config.bwrap
         if not self.bwrap or not os.access(self.bwrap, os.X_OK):
             raise SandboxError(f"bubblewrap not found ({config.bwrap!r}): install the Debian package bubblewrap "
-                               "(`make test` and `make demo` do); nothing runs unsandboxed")
+                               "(`make sysdeps`; `make test` does it for you); nothing runs unsandboxed")
         self.root = config.root
         self.root.mkdir(parents=True, exist_ok=True, mode=0o711)
         os.chmod(self.root, 0o711)

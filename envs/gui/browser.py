@@ -74,6 +74,9 @@ class Browser:
 
     def __init__(self, sandbox: Sandbox, opts: BrowserOptions | None = None) -> None:
         self.opts = opts = opts or BrowserOptions()
+        if not os.access(opts.chromium, os.X_OK):
+            raise BrowserError(f"Chromium not found at {opts.chromium}: the GUI env needs the Debian packages chromium "
+                               "and chromium-driver (`make sysdeps` installs them; `make test` does it for you)")
         self.sandbox = sandbox
         self._next_id = 0
         self._buf = b""

@@ -17,7 +17,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import httpx
 from openai import AsyncOpenAI
 
 from envs.personal.problems import Problem
@@ -76,7 +75,7 @@ class GatewayDriver:
     def __init__(self, base_url: str, api_key: str, *, model: str = "openclaw", temperature: float = 0.7,
                  max_tokens: int = 320, timeout_s: float = 300.0) -> None:
         self.client = AsyncOpenAI(base_url=base_url.rstrip("/") + "/v1", api_key=api_key, max_retries=0,
-                                  timeout=httpx.Timeout(timeout_s, connect=10.0))
+                                  timeout=float(timeout_s))  # a plain number: the client's HTTP library is its own
         self.model = model
         self.temperature = temperature
         self.max_tokens = max_tokens
