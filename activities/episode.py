@@ -35,7 +35,7 @@ from activities.judges import Judge
 from envs.base import Env, make_env, scripted_policy, task_suite
 from openclaw_rl.policy_client import PolicyEngineError, SamplingParams
 from rlcore.judging import parse_score
-from workflows.contracts import (
+from contracts import (
     EnvEpisodeRef,
     EnvOutcome,
     EnvResetRequest,

@@ -22,7 +22,7 @@ from typing import Protocol
 
 import httpx
 
-from workflows.contracts import JudgeRequest, StepJudgeRequest
+from contracts import JudgeRequest, StepJudgeRequest
 
 
 class Judge(Protocol):

@@ -17,7 +17,7 @@ from temporalio import activity
 from activities.clients import EngineAndJudge
 from activities.judges import Judge, next_state_text
 from rlcore.judging import inject_hint, parse_hint_vote, parse_score
-from workflows.contracts import EmitRequest, EmitResult, JudgeRequest, TeacherRequest, TeacherResult, TurnPayload, \
+from contracts import EmitRequest, EmitResult, JudgeRequest, TeacherRequest, TeacherResult, TurnPayload, \
     TurnRef, Vote
 
 

@@ -33,9 +33,9 @@ from typing import Any
 
 from temporalio import activity
 
-from openclaw_rl.logging import get_logger
+from openclaw_rl.logs import get_logger
 from openclaw_rl.store import LocalStore, ObjectStore
-from workflows.contracts import (
+from contracts import (
     PushWeightsInput,
     PushWeightsOutput,
     SealInput,

@@ -27,9 +27,9 @@ from api.routes import chat, health, models
 from api.sink import Submitter, TemporalSubmitter, TurnSink
 from openclaw_rl.generation_defaults import SamplingDefaults, load_sampling_defaults
 from openclaw_rl.keys import KeyStore
-from openclaw_rl.logging import configure_logging, get_logger
+from openclaw_rl.logs import configure_logging, get_logger
 from openclaw_rl.settings import Settings, get_settings
-from openclaw_rl.spool import Spool
+from api.spool import Spool
 
 log = get_logger("gateway")
 

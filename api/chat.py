@@ -29,7 +29,7 @@ from api.schemas import (AssistantMessage, ChatCompletion, ChatCompletionRequest
                          Usage)
 from api.sink import TurnJob
 from openclaw_rl.keys import ApiKey
-from openclaw_rl.logging import get_logger
+from openclaw_rl.logs import get_logger
 from openclaw_rl.policy_client import SamplingParams
 from openclaw_rl.turns import (
     INTERNAL_CONTEXT_BEGIN,
@@ -40,7 +40,7 @@ from openclaw_rl.turns import (
     session_id_for,
     strip_internal_context,
 )
-from workflows.contracts import TurnPayload, TurnRef, policy_version_of
+from contracts import TurnPayload, TurnRef, policy_version_of
 
 log = get_logger("gateway.chat")
 

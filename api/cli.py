@@ -25,7 +25,7 @@ def serve(
     import uvicorn
 
     from api.app import create_app
-    from openclaw_rl.logging import log_startup
+    from openclaw_rl.logs import log_startup
     from openclaw_rl.settings import get_settings
 
     s = get_settings()

@@ -14,7 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from openclaw_rl.logging import get_logger
+from openclaw_rl.logs import get_logger
 
 log = get_logger("gateway")
 

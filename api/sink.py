@@ -18,10 +18,10 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Protocol
 
-from openclaw_rl.logging import get_logger
+from openclaw_rl.logs import get_logger
 from openclaw_rl.settings import Settings
-from openclaw_rl.spool import Spool
-from workflows.contracts import (
+from api.spool import Spool
+from contracts import (
     SessionConfig,
     SessionInput,
     SESSION_TURN_SIGNAL,

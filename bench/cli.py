@@ -13,7 +13,7 @@ app = typer.Typer(no_args_is_help=True)
 @app.callback()
 def _logs_to_stderr() -> None:
     """Log lines go to stderr (the project's logging set up before anything logs), so stdout is the JSON object."""
-    from openclaw_rl.logging import configure_logging
+    from openclaw_rl.logs import configure_logging
     from openclaw_rl.settings import get_settings
 
     s = get_settings()
@@ -135,7 +135,7 @@ def run_all(
     failed = False
     for name in names:
         typer.echo(f"bench {name} ...", err=True)
-        proc = subprocess.run([sys.executable, "-m", "openclaw_rl.cli", "bench", name, "--json"], capture_output=True,
+        proc = subprocess.run([sys.executable, "-m", "cli.main", "bench", name, "--json"], capture_output=True,
                               text=True)
         lines = [line for line in proc.stdout.splitlines() if line.strip()]
         try:

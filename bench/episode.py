@@ -51,7 +51,7 @@ async def plain_episode(env_acts: Any, ep_acts: Any, inp: Any) -> Any:
     from temporalio.testing import ActivityEnvironment
 
     from rlcore.general import step_reward
-    from workflows.contracts import (
+    from contracts import (
         EnvEpisodeRef,
         EnvResetRequest,
         EnvStepRequest,
@@ -109,7 +109,7 @@ async def _run(model: Path, episodes: int, votes: int) -> dict[str, Any]:
     from bench.serving import start_engine
     from openclaw_rl.policy_client import PolicyClient
     from workers.main import env_activities, env_queue_worker
-    from workflows.contracts import (
+    from contracts import (
         EpisodeConfig,
         EpisodeInput,
         EpisodeResult,

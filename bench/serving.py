@@ -41,7 +41,7 @@ class Call:
 
 
 def start_engine(model: Path, port: int, log: Path, max_batch: int) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "openclaw_rl.cli", "engine", "serve", "--model", str(model), "--port", str(port),
+    cmd = [sys.executable, "-m", "cli.main", "engine", "serve", "--model", str(model), "--port", str(port),
            "--max-batch", str(max_batch), "--weight-version", "0"]
     return procs.start(cmd, log, f"http://127.0.0.1:{port}/health", {**os.environ, "OPENCLAW_LOG_FORMAT": "json"},
                        timeout_s=180)

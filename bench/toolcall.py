@@ -51,7 +51,7 @@ def run(calls: int = 30, python: str = "/usr/bin/python3") -> dict[str, Any]:
 
 
 def main() -> None:
-    from openclaw_rl.logging import configure_logging
+    from openclaw_rl.logs import configure_logging
     from openclaw_rl.settings import get_settings
 
     settings = get_settings()

@@ -36,7 +36,7 @@ def serve(
     from engine.server import create_app
     from engine.state import EngineConfig
     from openclaw_rl.generation_defaults import MODES
-    from openclaw_rl.logging import log_startup
+    from openclaw_rl.logs import log_startup
     from openclaw_rl.settings import get_settings
 
     s = get_settings()

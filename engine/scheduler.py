@@ -26,7 +26,7 @@ import torch
 from engine.model import Weights, load_weights
 from engine.request import Req
 from engine.runner import Runner
-from openclaw_rl.logging import get_logger
+from openclaw_rl.logs import get_logger
 
 log = get_logger("engine.scheduler")
 

@@ -31,7 +31,7 @@ from engine.schemas import (AbortReq, DetokenizeRequest, PauseGenerationReqInput
                             UpdateWeightFromDiskReqInput)
 from engine.state import BadRequest, EngineConfig, EngineState, State, check_api_key, parse
 from openclaw_rl.generation_defaults import load_sampling_defaults
-from openclaw_rl.logging import get_logger
+from openclaw_rl.logs import get_logger
 
 log = get_logger("engine.server")
 router = APIRouter(dependencies=[Depends(check_api_key)])

@@ -48,7 +48,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from openclaw_rl.logging import get_logger
+from openclaw_rl.logs import get_logger
 
 log = get_logger("sandbox")
 

@@ -126,7 +126,7 @@ class RecordWriter:
                 self.last_error = None
             except Exception as e:  # noqa: BLE001 - the thread must live on; the data stays buffered
                 self.last_error = e
-                from openclaw_rl.logging import get_logger
+                from openclaw_rl.logs import get_logger
 
                 get_logger("records").warning("record flush failed; will retry", error=repr(e))
 

@@ -85,14 +85,14 @@ def worker_service(s: Settings, queues: str = "orchestrator,judge,env,trainer") 
 
 
 def engine_service(s: Settings, model_path: str | None = None) -> Service:
-    argv = [sys.executable, "-m", "openclaw_rl.cli", "engine", "serve", "--model", str(model_path or s.model_path),
+    argv = [sys.executable, "-m", "cli.main", "engine", "serve", "--model", str(model_path or s.model_path),
             "--host", s.engine_host, "--port", str(s.engine_port)]
     return Service("engine", argv, port=s.engine_port, health_url=f"http://{s.engine_host}:{s.engine_port}/health")
 
 
 def gateway_service(s: Settings) -> Service:
     # through the CLI, not plain uvicorn: it leaves past the Temporal bridge's teardown (openclaw_rl.process_exit)
-    argv = [sys.executable, "-m", "openclaw_rl.cli", "gateway", "serve", "--host", s.gateway_host, "--port",
+    argv = [sys.executable, "-m", "cli.main", "gateway", "serve", "--host", s.gateway_host, "--port",
             str(s.gateway_port)]
     return Service("gateway", argv, port=s.gateway_port,
                    health_url=f"http://{s.gateway_host}:{s.gateway_port}/healthz")

@@ -9,7 +9,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from openclaw_rl.analytics import RECORD_COLUMNS, open_duckdb
+from cli.analytics import RECORD_COLUMNS, open_duckdb
 from openclaw_rl.records import RecordWriter, seal_records
 from openclaw_rl.samples import Sample, SampleWriter, TrainedLedger, make_sample_id
 from openclaw_rl.store import LocalStore, ObjectStore
@@ -89,7 +89,7 @@ def test_empty_store_has_documented_columns(tmp_path: Path) -> None:
 
 
 def run_sql(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "openclaw_rl.cli", "sql", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "cli.main", "sql", *args], capture_output=True, text=True,
                           env={**os.environ, **env}, timeout=120)
 
 

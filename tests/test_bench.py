@@ -17,7 +17,7 @@ def bench_cli(*args: str, timeout: float = 600) -> dict:
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "openclaw_rl.cli", "bench", *args], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "cli.main", "bench", *args], capture_output=True, text=True,
                           timeout=timeout)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [line for line in done.stdout.splitlines() if line.strip()]
@@ -70,6 +70,6 @@ def test_bench_all_runs_the_named_benchmarks_and_refuses_unknown_ones() -> None:
     result = bench_cli("all", "--json", "--only", "toolcall")
     assert list(result) == ["toolcall"] and result["toolcall"]["calls"] == 30
     assert result["toolcall"]["python_call_ms_p50"] > 0 and result["toolcall"]["speedup_p50"] > 0
-    bad = subprocess.run([sys.executable, "-m", "openclaw_rl.cli", "bench", "all", "--only", "toolcall,trian"],
+    bad = subprocess.run([sys.executable, "-m", "cli.main", "bench", "all", "--only", "toolcall,trian"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "unknown benchmark(s) trian" in bad.stderr and not bad.stdout.strip()

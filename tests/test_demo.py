@@ -5,7 +5,7 @@ The demo itself runs the experiment that tests/test_experiment.py runs end to en
 
 from __future__ import annotations
 
-from openclaw_rl.demo import pick_example, report, samples_query
+from cli.demo import pick_example, report, samples_query
 
 
 def _answer(run: str, phase: str, pid: str, score: float, text: str) -> dict:

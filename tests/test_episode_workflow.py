@@ -41,7 +41,7 @@ from openclaw_rl.policy_client import PolicyClient
 from openclaw_rl.samples import SampleReader
 from rlcore.general import Trajectory, step_index_advantages, step_reward
 from workers.main import build_env_workers, env_activities, env_queue_worker
-from workflows.contracts import (
+from contracts import (
     EpisodeConfig,
     EpisodeInput,
     EpisodeProgress,

@@ -18,8 +18,8 @@ from envs.personal.driver import policy_version_of
 from envs.personal.evaluate import heldout_problems, is_correct
 from envs.personal.problems import split_of
 from envs.personal.scoring import comment_verdict
-from openclaw_rl.experiment import _checkpoints
-from openclaw_rl.experiment_results import summarize
+from cli.experiments.personal import _checkpoints
+from cli.experiments.results import summarize
 
 
 def test_heldout_problems_are_fixed_and_heldout():
@@ -87,7 +87,7 @@ def test_personal_experiment_end_to_end(tmp_path: Path):
     env = {**os.environ, "OPENCLAW_RUNTIME_DIR": str(tmp_path / "rt"), "OPENCLAW_TEMPORAL_ADDRESS":
            f"127.0.0.1:{temporal}", "OPENCLAW_TEMPORAL_UI_PORT": str(ui), "OPENCLAW_ENGINE_PORT": str(engine),
            "OPENCLAW_GATEWAY_PORT": str(gateway), "OPENCLAW_LOG_FORMAT": "json"}
-    argv = [sys.executable, "-c", "from openclaw_rl.experiment import app; app()", "personal", "--setting", "student",
+    argv = [sys.executable, "-c", "from cli.experiments.personal import app; app()", "personal", "--setting", "student",
             "--method", "combined", "--interactions", "6", "--seeds", "1", "--eval-every", "3", "--eval-problems",
             "4", "--rounds", "1", "--batch-size", "4", "--preset", "test", "--no-progress", "--json",
             "--out", str(tmp_path / "exp")]
@@ -108,7 +108,7 @@ def test_personal_experiment_end_to_end(tmp_path: Path):
     assert [p["interactions"] for p in summary["curve"]] == [0, 3, 6]
     assert Path(summary["plot"]).stat().st_size > 0
 
-    from openclaw_rl.analytics import open_duckdb
+    from cli.analytics import open_duckdb
     from openclaw_rl.store import LocalStore
 
     con = open_duckdb(LocalStore(tmp_path / "rt" / "store"))
@@ -149,8 +149,8 @@ def test_personal_experiment_end_to_end(tmp_path: Path):
 def test_personal_trainer_options_merge_over_the_defaults():
     import typer
 
-    from openclaw_rl.experiment import ExperimentConfig, personal_trainer
-    from openclaw_rl.experiment_offline import OfflineConfig
+    from cli.experiments.personal import ExperimentConfig, personal_trainer
+    from cli.experiments.offline import OfflineConfig
 
     student = {"negative_credit": "teacher", "binary_credit": "words"}  # the student's vote keeps off the digits
     assert personal_trainer([]) == ExperimentConfig().trainer == OfflineConfig().trainer == student

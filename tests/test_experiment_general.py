@@ -15,8 +15,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from openclaw_rl.experiment_general import GeneralConfig, curve_points
-from openclaw_rl.experiment_general_results import summarize_general
+from cli.experiments.general import GeneralConfig, curve_points
+from cli.experiments.general_results import summarize_general
 from tests.model_factory import free_ports
 
 
@@ -61,7 +61,7 @@ def test_general_experiment_end_to_end(tmp_path: Path):
     env = {**os.environ, "OPENCLAW_RUNTIME_DIR": str(tmp_path / "rt"), "OPENCLAW_TEMPORAL_ADDRESS":
            f"127.0.0.1:{temporal}", "OPENCLAW_TEMPORAL_UI_PORT": str(ui), "OPENCLAW_ENGINE_PORT": str(engine),
            "OPENCLAW_LOG_FORMAT": "json"}
-    cli = [sys.executable, "-m", "openclaw_rl.cli"]
+    cli = [sys.executable, "-m", "cli.main"]
     argv = [*cli, "experiment", "general", "--env", "toolcall", "--reward", "outcome,outcome+process", "--steps", "2",
             "--seeds", "1", "--tasks-per-rollout", "2", "--episodes-per-task", "2", "--eval-tasks", "4",
             "--batch-size", "4", "--policy", "scripted", "--scripted-error-rate", "0.5", "--votes", "1",
@@ -89,7 +89,7 @@ def test_general_experiment_end_to_end(tmp_path: Path):
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert summary["wall_s"] > 0 and summary["results"].endswith("/results.parquet")
 
-    from openclaw_rl.analytics import open_duckdb
+    from cli.analytics import open_duckdb
     from openclaw_rl.store import LocalStore
 
     con = open_duckdb(LocalStore(tmp_path / "rt" / "store"))

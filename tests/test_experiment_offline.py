@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from openclaw_rl.experiment_offline import OfflineConfig, run
+from cli.experiments.offline import OfflineConfig, run
 from tests.fixtures_model import tiny_model_path  # noqa: F401
 
 
@@ -44,7 +44,7 @@ def test_the_teacher_temperature_is_the_teacher_log_probs_temperature(tiny_model
     import torch
     from transformers import AutoTokenizer
 
-    from openclaw_rl.experiment_offline import _Policy
+    from cli.experiments.offline import _Policy
     from trainer.torch_backend import TorchBackend, TrainConfig
 
     tok = AutoTokenizer.from_pretrained(tiny_model_path)
@@ -67,6 +67,6 @@ def test_bad_options_are_clear_errors(tiny_model_path: Path) -> None:  # noqa: F
         run(small(tiny_model_path, trainer={"adam_beta": 0.9}), progress=False)
     with pytest.raises(ValueError, match="teacher_temperature must be > 0"):
         run(small(tiny_model_path, teacher_temperature=0.0), progress=False)
-    out = subprocess.run([sys.executable, "-m", "openclaw_rl.cli", "experiment", "offline", "--trainer", "lr",
+    out = subprocess.run([sys.executable, "-m", "cli.main", "experiment", "offline", "--trainer", "lr",
                           "--model", str(tiny_model_path)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "KEY=VALUE" in out.stderr

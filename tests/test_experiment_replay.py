@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from openclaw_rl.experiment_replay import replay_run, runs_of, setting_of, train_config_overrides, untrained_runs
+from cli.experiments.replay import replay_run, runs_of, setting_of, train_config_overrides, untrained_runs
 from tests.fixtures_model import tiny_model_path  # noqa: F401
 
 RUN = "teacher-20261202-000000-ab12-combined-s0"
@@ -106,7 +106,7 @@ def test_replay_errors_name_what_is_wrong(tmp_path: Path) -> None:
 def test_the_replay_command_rejects_bad_input_with_a_message(tmp_path: Path, monkeypatch) -> None:
     from typer.testing import CliRunner
 
-    from openclaw_rl.cli import app
+    from cli.main import app
 
     from openclaw_rl.settings import get_settings
 

@@ -16,7 +16,7 @@ import pytest
 
 from api.app import create_app
 from api.cli import running
-from openclaw_rl.analytics import open_duckdb
+from cli.analytics import open_duckdb
 from openclaw_rl.keys import KeyStore
 from openclaw_rl.settings import Settings
 from openclaw_rl.store import LocalStore
@@ -97,7 +97,7 @@ def test_context_overflow_refused_before_engine_and_temporal_and_recorded(random
     assert con.sql("SELECT count(*) FROM turns").fetchone() == (1,)
 
     # and through the command line, as an operator would count them
-    out = subprocess.run([sys.executable, "-m", "openclaw_rl.cli", "sql", "--json",
+    out = subprocess.run([sys.executable, "-m", "cli.main", "sql", "--json",
                           "SELECT count(*) AS n FROM events WHERE event = 'context_length_exceeded'"],
                          capture_output=True, text=True, timeout=120,
                          env={**os.environ, "OPENCLAW_RUNTIME_DIR": str(runtime), "OPENCLAW_STORE_URL": ""})

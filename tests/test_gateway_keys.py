@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from openclaw_rl.keys import KeyStore, app
+from cli.keys import app
+from openclaw_rl.keys import KeyStore
 
 
 def test_add_verify_revoke(tmp_path: Path) -> None:

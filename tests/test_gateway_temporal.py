@@ -24,7 +24,7 @@ from openclaw_rl.settings import Settings
 from openclaw_rl.store import ObjectStore
 from tests.test_gateway_fake_engine import ScriptedPolicy
 from tests.test_spool import ListRecords
-from workflows.contracts import SESSION_TURN_SIGNAL, SessionInput, TurnRef, session_workflow_id
+from contracts import SESSION_TURN_SIGNAL, SessionInput, TurnRef, session_workflow_id
 
 
 @workflow.defn(name="SessionWorkflow")

@@ -158,7 +158,7 @@ def _describe(result: SessionResult) -> str:
 
 
 def _sql(stack: dict[str, Any], query: str) -> list[dict[str, Any]]:
-    from openclaw_rl.analytics import open_duckdb
+    from cli.analytics import open_duckdb
 
     con = open_duckdb(stack["settings"].resolved_store_url)
     try:
@@ -181,8 +181,8 @@ def _wait_rows(stack: dict[str, Any], query: str, n: int, timeout_s: float) -> l
 def _train_one_step(stack: dict[str, Any], batch_size: int) -> Any:
     """A training run (the workflow `openclaw-rl train start` starts) for one step over ``batch_size`` samples; its
     final status."""
-    from openclaw_rl.temporal import connect
-    from workflows.contracts import TRAINING_WORKFLOW, TrainingInput, TrainingStatus, training_workflow_id
+    from cli.temporal import connect
+    from contracts import TRAINING_WORKFLOW, TrainingInput, TrainingStatus, training_workflow_id
 
     s = stack["settings"]
     inp = TrainingInput(run=RUN, method="combined", batch_size=batch_size, max_steps=1, lr=1e-4, poll_s=1.0,
@@ -204,7 +204,7 @@ def test_openclaw_session_is_served_judged_and_trained(openclaw: Install, stack:
                                                        tmp_path: Path) -> None:
     from openclaw_rl.generation_defaults import load_sampling_defaults
     from openclaw_rl.keys import KeyStore
-    from workflows.contracts import policy_version_of
+    from contracts import policy_version_of
 
     key = KeyStore.in_runtime_dir(stack["settings"].runtime_dir).add("openclaw")
     key_id = key.split("-")[1]

@@ -1,4 +1,4 @@
-"""envs.personal.sums: the calculations found in an answer, and the CLI over an answers file on the test model."""
+"""cli.studies.sums: the calculations found in an answer, and the CLI over an answers file on the test model."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from envs.personal.sums import calculations
+from cli.studies.sums import calculations
 from tests.fixtures_model import tiny_model_path  # noqa: F401 - session fixture
 
 
@@ -35,7 +35,7 @@ def test_sums_cli_scores_each_model_on_the_same_words(tiny_model_path, tmp_path:
                        "4 * 13 = 52, then 52 + 0 is 52. The answer is $52.", "1 + 1 = 2", "2 + 2 = 4"]}
     path = tmp_path / "answers.parquet"
     pq.write_table(pa.table(rows), path)
-    argv = [sys.executable, "-m", "envs.personal.sums", str(path), "r-s0", str(tiny_model_path), str(tiny_model_path)]
+    argv = [sys.executable, "-m", "cli.studies.sums", str(path), "r-s0", str(tiny_model_path), str(tiny_model_path)]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     first, second = json.loads(out.stdout)

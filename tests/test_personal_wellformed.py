@@ -281,7 +281,7 @@ def test_judge_still_rewards_plain_praise() -> None:
 
 def test_judge_prm_and_hint_replies_for_a_confused_user() -> None:
     from rlcore.judging import parse_hint_vote, parse_score
-    from workflows.contracts import JudgeRequest, TurnRef
+    from contracts import JudgeRequest, TurnRef
 
     next_state = [{"role": "user", "content": "wait, 2 + 11 = what? you left out the result. Finish each "
                                               "calculation with its result."}]
@@ -367,7 +367,7 @@ def test_each_run_seed_samples_its_own_evaluation_draw() -> None:
 
 
 def test_degenerate_measure_on_the_test_model(tiny_model_path) -> None:  # noqa: ANN001, F811 - session fixture
-    from envs.personal.degenerate import measure
+    from cli.studies.degenerate import measure
 
     n = 4
     result = measure(tiny_model_path, n=n, max_new_tokens=48, examples=n)
@@ -380,7 +380,7 @@ def test_degenerate_measure_on_the_test_model(tiny_model_path) -> None:  # noqa:
 
 
 def test_degenerate_measure_draws_a_separate_validation_set(tiny_model_path) -> None:  # noqa: ANN001, F811
-    from envs.personal.degenerate import measure
+    from cli.studies.degenerate import measure
 
     n, other = 4, EVAL_SEED + 1
     result = measure(tiny_model_path, n=n, max_new_tokens=24, examples=2 * n, problem_seed=other, draws=2)
@@ -400,7 +400,7 @@ def test_degenerate_measure_draws_a_separate_validation_set(tiny_model_path) -> 
 def test_degenerate_measure_counts_task_accuracy(tiny_model_path, monkeypatch) -> None:  # noqa: ANN001, F811
     """Accuracy beside the degenerate rate: the student's final answer, the teacher's verdict on the student's work."""
     import tinymodel.evaluate
-    from envs.personal.degenerate import measure
+    from cli.studies.degenerate import measure
     from envs.personal.users import make_user
 
     n, draws = 10, 2  # the simulated teacher's 8th and 10th students slipped

@@ -149,7 +149,7 @@ def test_engine_openai_mode_uses_temperature_one(model_dir: Path) -> None:
 def test_engine_cli_refuses_an_unknown_mode() -> None:
     from typer.testing import CliRunner
 
-    from openclaw_rl.cli import app
+    from cli.main import app
 
     result = CliRunner().invoke(app, ["engine", "serve", "--sampling-defaults", "vllm"])
     assert result.exit_code == 2

@@ -25,7 +25,7 @@ from temporalio.worker import Worker
 from openclaw_rl.policy_client import PolicyClient
 from openclaw_rl.store import ObjectStore
 from tests.test_session_workflow import COMPLAINT, PRAISE, serve_turn
-from workflows.contracts import SessionConfig, SessionInput, SessionStatus, session_workflow_id
+from contracts import SessionConfig, SessionInput, SessionStatus, session_workflow_id
 from workflows.session import SessionWorkflow
 
 pytestmark = pytest.mark.slow

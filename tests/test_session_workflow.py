@@ -21,7 +21,7 @@ from activities.session import SessionActivities, sample_id_for
 from openclaw_rl.policy_client import PolicyClient, SamplingParams
 from openclaw_rl.samples import SampleReader
 from openclaw_rl.store import ObjectStore
-from workflows.contracts import SessionConfig, SessionInput, SessionStatus, TurnPayload, TurnRef, policy_version_of, \
+from contracts import SessionConfig, SessionInput, SessionStatus, TurnPayload, TurnRef, policy_version_of, \
     session_workflow_id
 from workflows.session import SessionWorkflow
 

@@ -6,9 +6,9 @@ import asyncio
 from pathlib import Path
 
 from api.sink import TurnJob, TurnRejected, TurnSink, turn_ref_from_json, turn_ref_to_json
-from openclaw_rl.spool import Spool
+from api.spool import Spool
 from openclaw_rl.store import ObjectStore
-from workflows.contracts import TurnPayload, TurnRef
+from contracts import TurnPayload, TurnRef
 
 
 class FakeSubmitter:

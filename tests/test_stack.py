@@ -80,7 +80,7 @@ def test_up_check_starts_temporal_ui_and_worker(tmp_path, free_port):
 
 @activity.defn(name="log_context_probe")
 async def log_context_probe(_: str) -> dict:
-    from openclaw_rl import logging as olog
+    from openclaw_rl import logs as olog
 
     return olog._temporal_context(None, "info", {"event": "probe"})
 
@@ -89,7 +89,7 @@ async def log_context_probe(_: str) -> dict:
 class LogContextProbe:
     @workflow.run
     async def run(self) -> dict:
-        from openclaw_rl import logging as olog
+        from openclaw_rl import logs as olog
 
         inside = olog._temporal_context(None, "info", {"event": "wf"})
         act = await workflow.execute_activity("log_context_probe", "x", start_to_close_timeout=timedelta(seconds=10))
@@ -98,7 +98,7 @@ class LogContextProbe:
 
 async def test_log_lines_carry_temporal_ids(temporal_env):
     """The structlog processor adds workflow/activity ids inside Temporal code and nothing outside it."""
-    from openclaw_rl import logging as olog
+    from openclaw_rl import logs as olog
 
     assert olog._temporal_context(None, "info", {"event": "x"}) == {"event": "x"}
     client = temporal_env.client

@@ -12,7 +12,7 @@ import torch
 
 from trainer.batch import collate, response_logprobs
 from trainer.torch_backend import TorchBackend, TrainConfig
-from workflows.contracts import TrainHparams, TrainingInput
+from contracts import TrainHparams, TrainingInput
 
 torch.set_num_threads(1)
 

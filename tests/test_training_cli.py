@@ -18,9 +18,9 @@ from typer.testing import CliRunner
 
 from activities.training import StoreCache
 from openclaw_rl.settings import get_settings
-from openclaw_rl.train_cli import app
+from cli.train import app
 from tests.test_training_workflow import orchestrator_worker
-from workflows.contracts import ControlRequest, HparamsUpdate, TrainingStatus
+from contracts import ControlRequest, HparamsUpdate, TrainingStatus
 
 
 @pytest.fixture
@@ -138,7 +138,7 @@ async def test_the_installed_command_exits_cleanly_after_a_temporal_call(tempora
 
     env = dict(os.environ)
     run = f"proc-{uuid.uuid4().hex[:6]}"
-    argv = [sys.executable, "-m", "openclaw_rl.cli", "train"]
+    argv = [sys.executable, "-m", "cli.main", "train"]
     for attempt in range(3):
         done = await asyncio.to_thread(subprocess.run, [*argv, "start", "--run", f"{run}-{attempt}", "--engine",
                                                         "http://127.0.0.1:9"], capture_output=True, text=True,

@@ -14,7 +14,7 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from openclaw_rl.logging import get_logger, log_startup
+from openclaw_rl.logs import get_logger, log_startup
 from openclaw_rl.process_exit import exit_past_the_temporal_bridge
 from openclaw_rl.settings import Settings, get_settings
 

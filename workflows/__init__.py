@@ -1,1 +1,1 @@
-"""Temporal workflows. Import only stdlib, temporalio and ``workflows.contracts`` here (sandbox-safe)."""
+"""Temporal workflows. Import only stdlib, temporalio and ``contracts`` here (sandbox-safe)."""

@@ -43,7 +43,7 @@ from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from rlcore.general import step_reward
-    from workflows.contracts import (
+    from contracts import (
         EPISODE_WORKFLOW,
         EnvEpisodeRef,
         EnvOutcome,

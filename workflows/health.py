@@ -8,7 +8,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.contracts import PingInput, PingOutput
+    from contracts import PingInput, PingOutput
 
 
 @workflow.defn

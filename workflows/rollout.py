@@ -30,7 +30,7 @@ from temporalio.exceptions import ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from rlcore.general import Trajectory, step_index_advantages
-    from workflows.contracts import (
+    from contracts import (
         EPISODE_WORKFLOW,
         ROLLOUT_WORKFLOW,
         SAMPLES_AVAILABLE_SIGNAL,

@@ -23,7 +23,7 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from rlcore.judging import decide_emission, majority, select_hint
-    from workflows.contracts import (
+    from contracts import (
         SAMPLES_AVAILABLE_SIGNAL,
         SESSION_TURN_SIGNAL,
         SESSION_WORKFLOW,

@@ -33,7 +33,7 @@ from temporalio.common import RetryPolicy, SearchAttributeKey
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.contracts import (
+    from contracts import (
         ROLLOUT_WORKFLOW,
         SAMPLES_AVAILABLE_SIGNAL,
         TRAINING_WORKFLOW,

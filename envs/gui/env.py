@@ -33,7 +33,7 @@ from envs.gui.browser import (
 )
 from envs.gui.tasks import GuiTask, miniwob_html_dir
 from envs.sandbox import Sandbox, SandboxConfig, SandboxLimits, cgroup_plan
-from openclaw_rl.logging import get_logger
+from openclaw_rl.logs import get_logger
 
 log = get_logger("gui-env")
 

@@ -1,4 +1,4 @@
-"""Summary and plot of a general-track experiment (see ``openclaw_rl.experiment_general``).
+"""Summary and plot of a general-track experiment (see ``cli.experiments.general``).
 
 Each run (one reward mode, one seed) carries its eval before/after and its training curve (per train step, the
 rollouts' success rate). Per reward mode: means over seeds, their spread (min, max, standard deviation) and the

@@ -1,5 +1,5 @@
 """How often a model's first answers are malformed (``envs.personal.scoring.flaw_of``), without the stack:
-``python -m envs.personal.degenerate [MODEL] --n 108``.
+``python -m cli.studies.degenerate [MODEL] --n 108``.
 
 The experiment's evaluation (``envs.personal.evaluate``) in miniature: the same held-out problems and opening messages
 (``EVAL_SEED``, a fresh simulated user per setting), sampled with plain transformers ``generate``
@@ -27,7 +27,7 @@ earlier default gives student 0.062, teacher 0.14; the quoting-practice build st
 0.69), teacher 0.105 (score 0.83, worst seed 0.81); seed 1 with the answer-first template (an earlier default) teacher
 0.016 (score 0.40 -> 0.90, worst seed 0.85, accuracy 1.00 -> 0.997), student 0.080 (score 0.21 -> 0.84, worst seed 0.82,
 accuracy 0.16 -> 0.15); the build then the default student 0.043, teacher 0.053 at the previous training defaults and
-student 0.049, teacher 0.053 at the current ones (``openclaw_rl/experiment.py``). Sampling colder does not rescue the
+student 0.049, teacher 0.053 at the current ones (``cli/experiments/personal.py``). Sampling colder does not rescue the
 grader: the earlier default's hinted rates at temperature 0.7 / 0.5 / 0.3 (one draw each) are teacher 0.111 / 0.102 /
 0.097 and student 0.051 / 0.056 / 0.032, so its misquoted numbers are mostly its most likely ones; at temperature 1 its
 first answers garble 0.079 (student) and 0.056 (teacher). The previous default's first answers, three draws: 0.060 /
@@ -99,7 +99,7 @@ Trained for 9,600 steps instead of 6,400 (the default recipe, ``default_terse`` 
 is the default now (``tinymodel/weights/default/``); on the experiment's own draw its first answers garble 0.003 /
 0.009, hinted 0.012 / 0.034, and it gets 0.79 of its formatted answers right, 0.85 of its casual ones and 0.81 under
 a hint. Above, "the default" and "the shipped default" mean the build shipped at the time. The stack figures of
-both seeds are in ``openclaw_rl/experiment.py``.
+both seeds are in ``cli/experiments/personal.py``.
 """
 
 from __future__ import annotations

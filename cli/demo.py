@@ -1,7 +1,7 @@
 """`openclaw-rl demo` (what `make demo` runs): the agent learns a simulated student's preference while serving it.
 
 Builds the tiny model (cached after the first time), starts the whole stack (Temporal dev server with its UI, the
-local engine, the workers, the gateway), and runs the personal-agent experiment (openclaw_rl.experiment) in the student
+local engine, the workers, the gateway), and runs the personal-agent experiment (cli.experiments.personal) in the student
 setting with the combined method: 36 homework conversations through the OpenAI-compatible gateway, the simulated
 student complaining when an answer looks AI-written, the session workflows judging every answer from the student's
 reply, the training workflow training on the samples and pushing new weights to the engine while it keeps serving.
@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
-from openclaw_rl.experiment import (DEFAULT_LR, DEFAULT_PPO_EPOCHS, DEFAULT_TEACHER_TEMPERATURE, Experiment,
+from cli.experiments.personal import (DEFAULT_LR, DEFAULT_PPO_EPOCHS, DEFAULT_TEACHER_TEMPERATURE, Experiment,
                                     ExperimentConfig, interrupt_on_sigterm)
 
 

@@ -27,19 +27,19 @@ def _register_groups() -> None:
     app.add_typer(bench_app, name="bench", help="Benchmarks; each prints JSON.")
 
     from api.cli import app as gateway_app
-    from openclaw_rl.keys import app as keys_app
-    from openclaw_rl.train_cli import app as train_app
+    from cli.keys import app as keys_app
+    from cli.train import app as train_app
 
     app.add_typer(gateway_app, name="gateway", help="The OpenAI-compatible gateway agents talk to.")
     app.add_typer(keys_app, name="keys", help="Per-user API keys for the gateway: add, list, revoke.")
 
     app.add_typer(train_app, name="train", help="Training runs: start, status, pause, resume, set, stop.")
 
-    from openclaw_rl.demo import demo_command
-    from openclaw_rl.experiment import app as experiment_app
-    from openclaw_rl.experiment_general import general_command
-    from openclaw_rl.experiment_offline import offline_command
-    from openclaw_rl.experiment_replay import replay_command
+    from cli.demo import demo_command
+    from cli.experiments.personal import app as experiment_app
+    from cli.experiments.general import general_command
+    from cli.experiments.offline import offline_command
+    from cli.experiments.replay import replay_command
 
     experiment_app.command("general")(general_command)
     experiment_app.command("offline")(offline_command)
@@ -48,7 +48,7 @@ def _register_groups() -> None:
                   "plain loop for quick sweeps (JSON with --json).")
     app.command("demo")(demo_command)
 
-    from openclaw_rl.analytics import sql_command
+    from cli.analytics import sql_command
 
     app.command("sql")(sql_command)
 
@@ -66,7 +66,7 @@ def up(
     it is still starting them. Services that an earlier `up` from the same runtime folder left running (it was killed
     with SIGKILL) are stopped first; while that earlier `up` itself still runs, this one refuses to start.
     """
-    from openclaw_rl.logging import log_startup
+    from openclaw_rl.logs import log_startup
     from openclaw_rl.stack import Stack, StackBusy, StackStopped
 
     s = get_settings()
@@ -86,7 +86,7 @@ def up(
 
 def _run_stack(stack, s, *, check: bool, queues: str, engine: bool,  # type: ignore[no-untyped-def]
                gateway: bool) -> None:
-    from openclaw_rl.logging import get_logger
+    from openclaw_rl.logs import get_logger
     from openclaw_rl.stack import engine_service, gateway_service, read_status, temporal_service, worker_service
 
     log = get_logger("up")
@@ -145,7 +145,7 @@ def _ensure_model(s, log):  # type: ignore[no-untyped-def]
 def _wait_worker(s, timeout_s: float) -> bool:  # type: ignore[no-untyped-def]
     import asyncio
 
-    from openclaw_rl.temporal import ping_worker
+    from cli.temporal import ping_worker
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

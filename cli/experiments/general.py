@@ -34,7 +34,7 @@ from typing import Annotated, Any
 
 import typer
 
-from openclaw_rl.experiment import (
+from cli.experiments.personal import (
     _bar,
     _retry,
     _terminate,
@@ -154,7 +154,7 @@ class GeneralExperiment:
         return {"run": run, "reward": reward, "seed": seed, **info, "wall_s": round(time.monotonic() - t0, 1)}
 
     def _episode(self, reward: str, seed: int, evaluation: bool) -> Any:
-        from workflows.contracts import EpisodeConfig
+        from contracts import EpisodeConfig
 
         cfg, s = self.cfg, self.s
         return EpisodeConfig(env=cfg.env, reward="outcome" if evaluation else reward,
@@ -165,7 +165,7 @@ class GeneralExperiment:
                              judge_queue=s.task_queue_judge, env_queue=s.task_queue_env)
 
     async def _run_async(self, run: str, reward: str, seed: int, model: Path) -> dict[str, Any]:
-        from openclaw_rl.temporal import connect, ping_worker
+        from cli.temporal import connect, ping_worker
 
         client = await connect(self.s)
         await _retry(lambda: ping_worker(self.s, timeout_s=10), timeout_s=120)
@@ -196,7 +196,7 @@ class GeneralExperiment:
 
     async def _evaluate(self, client: Any, run: str, seed: int, phase: str, common: dict[str, Any], steps: int,
                         version: int = 0, trained: int = 0) -> dict[str, Any]:
-        from workflows.contracts import (
+        from contracts import (
             ROLLOUT_WORKFLOW,
             RolloutInput,
             RolloutResult,
@@ -234,7 +234,7 @@ class GeneralExperiment:
 
     async def _train(self, client: Any, run: str, reward: str, seed: int, model: Path,
                      started: list[str]) -> tuple[Any, dict[int, Any], str]:
-        from workflows.contracts import (
+        from contracts import (
             TRAINING_WORKFLOW,
             ControlRequest,
             RolloutInput,
@@ -282,11 +282,11 @@ class GeneralExperiment:
         return status, rollouts, watch["early"]
 
     def finish(self, wall_s: float) -> dict[str, Any]:
-        from openclaw_rl.experiment_general_results import (
+        from cli.experiments.general_results import (
             plot_general,
             summarize_general,
         )
-        from openclaw_rl.experiment_results import write_results
+        from cli.experiments.results import write_results
 
         results_url = write_results(self.store, self.id, self.rows, self.answers)
         plot = plot_general(self.runs, self.dir / "curve.png", steps=self.cfg.steps,
@@ -383,7 +383,7 @@ def general_command(
     progress: Annotated[bool, typer.Option(help="progress bars on stderr")] = True,
 ) -> None:
     """General track: train on an env's tasks with outcome or outcome+process rewards, evaluate before and after."""
-    from openclaw_rl.experiment import _parse_trainer
+    from cli.experiments.personal import _parse_trainer
 
     cfg = GeneralConfig(env=env, rewards=_split(reward), steps=steps, seeds=seeds, tasks_per_rollout=tasks_per_rollout,
                         episodes_per_task=episodes_per_task, eval_tasks=eval_tasks, eval_episodes=eval_episodes,

@@ -23,7 +23,7 @@ from typing import Annotated, Any
 
 import typer
 
-from openclaw_rl.experiment import (DEFAULT_KL_BETA, DEFAULT_LR, DEFAULT_PPO_EPOCHS, DEFAULT_TEACHER_TEMPERATURE,
+from cli.experiments.personal import (DEFAULT_KL_BETA, DEFAULT_LR, DEFAULT_PPO_EPOCHS, DEFAULT_TEACHER_TEMPERATURE,
                                     METHODS, default_trainer, personal_trainer, trainer_options)
 
 

@@ -1,4 +1,4 @@
-"""Where a trained model's sums go: ``python -m envs.personal.sums ANSWERS RUN MODEL [MODEL ...]``.
+"""Where a trained model's sums go: ``python -m cli.studies.sums ANSWERS RUN MODEL [MODEL ...]``.
 
 For every calculation ``a op b =`` in a run's evaluated answers (``answers.parquet`` of an experiment, phase "after" by
 default), each model is given the exact conversation and words up to the ``=`` and scored on the right result: the
@@ -9,7 +9,7 @@ training did to the sums themselves, apart from the wording it moved the answers
 Measured on the default build (student, combined, 3 seeds per run): the base model puts about 0.86 on the right
 results in trained answers' words; the models trained at KL 0.05 and at KL 0.1 put 0.012 less there on average over
 nine seeds each (from 0.005 more to 0.040 less), at 0.15 0.008 less over six; with the vote's reward kept off the
-digits (the student's ``binary_credit=words``) 0.008 less over twelve, at most 0.017 (``openclaw_rl/experiment.py``).
+digits (the student's ``binary_credit=words``) 0.008 less over twelve, at most 0.017 (``cli/experiments/personal.py``).
 """
 
 from __future__ import annotations

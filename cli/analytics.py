@@ -27,7 +27,7 @@ but has its documented columns; columns that records carry beyond those are adde
 ``experiments`` (experiments/*/results.parquet, written by `openclaw-rl experiment`): experiment, setting, method,
     seed, run, interactions, phase ('before'|'curve'|'after'), score, accuracy, degenerate_rate (share of malformed
     first responses; NULL in results written before it existed), n_problems, policy_version, samples_trained,
-    train_steps, lr, batch_size, recorded_at (see openclaw_rl.experiment_results)
+    train_steps, lr, batch_size, recorded_at (see cli.experiments.results)
 
 ``version`` and ``date`` (and ``run`` for ``trained``) come from the hive-style folder names. Views see the globs
 that had files when they were made: ``create_views(con, store)`` again (or a new connection) picks up a tree created
@@ -204,7 +204,7 @@ def sql_command(
     as_csv: Annotated[bool, typer.Option("--csv", help="print the rows as CSV with a header line")] = False,
     max_rows: Annotated[int, typer.Option(help="rows shown in the table view (--json and --csv print all)")] = 100,
 ) -> None:
-    """Run a DuckDB query over the records and sample shards (see `openclaw_rl.analytics` for the views)."""
+    """Run a DuckDB query over the records and sample shards (see `cli.analytics` for the views)."""
     import duckdb
 
     if as_json and as_csv:

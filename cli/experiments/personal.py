@@ -68,7 +68,7 @@ from openclaw_rl.stack import Service, Stack, engine_service, gateway_service, p
 #   teacher, 24 interactions: combined 0.46 -> 0.88, 0.86, 0.028, 1.00 -> 1.00; binary 0.82, 0.77, 0.034, 0.98;
 #     OPD 0.72, 0.69, 0.022, 1.00; again combined 0.86, 0.82, 0.034. --kl-beta 0.1: 0.84, 0.81, 0.031 (binary 0.81,
 #     0.79; OPD 0.62, 0.49); 0.86, 0.80, 0.022
-#   envs/personal/sums.py on the student runs' checkpoints (the right result's probability in the trained answers'
+#   cli/studies/sums.py on the student runs' checkpoints (the right result's probability in the trained answers'
 #     own words, base model minus trained): about 0.012 on average at binary_credit=all (fifteen seeds at KL 0.05,
 #     up to 0.040; nine at KL 0.1 alike), 0.008 at "words" (twelve seeds, at most 0.017); at --batch-size 24 0.002
 # Measured with one shared sampling draw for every seed (its before accuracy 0.83, 2.8 points above the base model's
@@ -138,7 +138,7 @@ from openclaw_rl.stack import Service, Stack, engine_service, gateway_service, p
 # training 9 more, where the shipped build loses neither. --trainer binary_credit=words (the vote never reaches a
 # digit; a calculation's digits are left to OPD and the KL term) on seed 5: student 0.87 (worst seed 0.76), malformed
 # 0.062, accuracy 0.29; teacher 0.91 (0.88), malformed 0.059: on that build the sums were not lost through the digits
-# the vote credits, so the default then stayed "all" (the paper's). On the shipped build envs/personal/sums.py shows
+# the vote credits, so the default then stayed "all" (the paper's). On the shipped build cli/studies/sums.py shows
 # them lost there in part, and "words" is the default (above).
 # The default build again, with a sentence dropped for a new one counted as broken (scoring._RESTART), one run each:
 # student 0.25 -> 0.94 (worst seed 0.92), malformed 0.037, accuracy 0.43 -> 0.39; teacher 0.40 -> 0.84 (0.80), 0.059.
@@ -211,7 +211,7 @@ DEFAULT_PPO_EPOCHS = 8
 #   --trainer negative_credit=teacher (a negative reward blames only the tokens the hinted teacher disfavours, so
 #     numbers it would have copied as well are not pushed down): student 0.90, 0.89, 0.059; teacher 0.79, 0.69, 0.14
 # (the plain loop had KL 0.05-0.1 halving the teacher's malformed answers, 0.27 -> 0.12-0.13, at a higher score; the
-# stack did not repeat it). Other base models and their hinted misquote rates: envs/personal/degenerate.py.
+# stack did not repeat it). Other base models and their hinted misquote rates: cli/studies/degenerate.py.
 DEFAULT_TEACHER_TEMPERATURE = 1.0
 # The KL term: at 0.1 the student's sums fell as much as at 0.05 and the teacher's worst seed fell to 0.81 and 0.80
 # (figures at the top of this file).
@@ -219,7 +219,7 @@ DEFAULT_KL_BETA = 0.05
 DEFAULT_TRAINER: dict[str, Any] = {"negative_credit": "teacher"}
 # Per setting, over DEFAULT_TRAINER. The student's vote keeps off the tokens that spell a number (rlcore's reward_on):
 # the simulated student praises style and never checks a sum, so with the paper's "all" a +1 for a casual reply also
-# reinforces a wrong sum in it. envs/personal/sums.py on the student's checkpoints: the right result's probability fell
+# reinforces a wrong sum in it. cli/studies/sums.py on the student's checkpoints: the right result's probability fell
 # about 0.012 on average at "all" (fifteen seeds, up to 0.040), 0.008 at "words" (twelve, at most 0.017). The teacher
 # does read the numbers a comment quotes (a misquoted step gets a complaint), so its vote keeps the digits: at "words"
 # its worst seed fell to 0.87, 0.74 and 0.79 in three runs (figures at the top of this file).
@@ -285,7 +285,7 @@ TRAINER_OPTIONS = ("clip_eps", "clip_eps_high", "kl_estimator", "loss_agg", "ppo
 def trainer_options(options: dict[str, Any] | list[str]) -> dict[str, Any]:
     """``KEY=VALUE`` strings (or a dict) -> TrainingInput fields of the right type; an unknown key or a value that is
     not of the field's type is a ValueError that names it."""
-    from workflows.contracts import TrainingInput
+    from contracts import TrainingInput
 
     return typed_options(options, TrainingInput(run="", method="combined"), TRAINER_OPTIONS, "trainer option")
 
@@ -466,7 +466,7 @@ class Experiment:
         from envs.personal.driver import GatewayDriver
         from envs.personal.evaluate import heldout_problems
         from envs.personal.problems import generate
-        from openclaw_rl.temporal import connect, ping_worker
+        from cli.temporal import connect, ping_worker
 
         cfg = self.cfg
         client = await connect(self.s)
@@ -507,7 +507,7 @@ class Experiment:
                         sessions: list[str], bar: Any, trainer: "RunTrainer") -> None:
         from envs.personal.users import make_user
         from openclaw_rl.turns import session_id_for
-        from workflows.contracts import session_workflow_id
+        from contracts import session_workflow_id
 
         key_id = key.split("-")[1]
         gate, pace = asyncio.Semaphore(max(1, self.cfg.concurrency)), asyncio.Lock()
@@ -557,7 +557,7 @@ class Experiment:
 
     # -- results --------------------------------------------------------------------------------------------------
     def finish(self, wall_s: float) -> dict[str, Any]:
-        from openclaw_rl.experiment_results import plot_curve, summarize, write_results
+        from cli.experiments.results import plot_curve, summarize, write_results
 
         results_url = write_results(self.store, self.id, self.rows, self.answers)
         plot = plot_curve(self.rows, self.dir / "curve.png", title=f"personal agent, {self.cfg.setting} setting")
@@ -656,7 +656,7 @@ class RunTrainer:
         self.ended: Any = None
 
     async def start(self) -> None:
-        from workflows.contracts import TRAINING_WORKFLOW, TrainingInput, TrainingStatus, training_workflow_id
+        from contracts import TRAINING_WORKFLOW, TrainingInput, TrainingStatus, training_workflow_id
 
         cfg = self.cfg
         inp = TrainingInput(run=self.run, method=self.method, batch_size=cfg.batch_size, store_url=self.store_url,
@@ -668,7 +668,7 @@ class RunTrainer:
                                                        result_type=TrainingStatus)
 
     async def status(self) -> Any:
-        from workflows.contracts import TrainingStatus
+        from contracts import TrainingStatus
 
         if self.handle is None:
             return self.ended
@@ -676,7 +676,7 @@ class RunTrainer:
 
     async def _select(self, policy_version: int, batch_size: int) -> Any:
         from activities.training import select_batch
-        from workflows.contracts import SelectBatchInput
+        from contracts import SelectBatchInput
 
         return await asyncio.to_thread(select_batch, self.store, SelectBatchInput(
             run=self.run, store_url=self.store_url, policy_version=policy_version, batch_size=batch_size,
@@ -684,7 +684,7 @@ class RunTrainer:
 
     async def _until(self, ready: Any, timeout_s: float, failure: str) -> Any:
         """Nudge the run (samples-available signal) until ``await ready(status)`` holds; returns that status."""
-        from workflows.contracts import SAMPLES_AVAILABLE_SIGNAL
+        from contracts import SAMPLES_AVAILABLE_SIGNAL
 
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -707,7 +707,7 @@ class RunTrainer:
     async def flush(self, minimum: int, timeout_s: float = 900.0) -> Any:
         """One last step on the untrained samples left (fewer than a batch) when there are at least ``minimum``: the
         run's batch size is set to their number for that step (``set_hparams``); returns the run's status after it."""
-        from workflows.contracts import HparamsUpdate
+        from contracts import HparamsUpdate
 
         first = await self.status()
         left = (await self._select(first.policy_version, 1 << 30)).available
@@ -723,7 +723,7 @@ class RunTrainer:
 
     async def end(self) -> Any:
         """Stop the run at a step boundary and return its final status (terminate it if it does not stop)."""
-        from workflows.contracts import ControlRequest
+        from contracts import ControlRequest
 
         if self.handle is None:
             return self.ended

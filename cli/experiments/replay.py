@@ -31,7 +31,7 @@ METRICS = ("score", "degenerate_rate", "accuracy")
 
 def train_config_overrides(options: list[str]) -> dict[str, Any]:
     """``KEY=VALUE`` strings -> TrainConfig fields of the right type; an unknown key or a bad value names itself."""
-    from openclaw_rl.experiment import typed_options
+    from cli.experiments.personal import typed_options
     from trainer.torch_backend import TrainConfig
 
     return typed_options(options, TrainConfig(), [f.name for f in fields(TrainConfig)], "trainer setting")
@@ -128,7 +128,7 @@ def evaluate_draws(backend: Any, tok: Any, setting: str, n: int, draws: int, tem
     """``experiment_offline.evaluate`` ``draws`` times (torch seeds 0..draws-1), averaged."""
     import torch
 
-    from openclaw_rl.experiment_offline import _Policy, evaluate
+    from cli.experiments.offline import _Policy, evaluate
 
     policy = _Policy(backend, tok, temperature, max_tokens)
     results = []

@@ -1,0 +1,1 @@
+"""Studies of a model folder without the stack (malformed answers, where the sums go)."""
