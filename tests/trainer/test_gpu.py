@@ -20,7 +20,7 @@ from trainer.torch_backend import TorchBackend, TrainConfig
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
-MODEL = Path(__file__).resolve().parents[1] / "tinymodel" / "weights" / "default"
+MODEL = Path(__file__).resolve().parents[2] / "tinymodel" / "weights" / "default"
 
 
 def batch(vocab: int, n: int, prompt: int, response: int, seed: int) -> list[SimpleNamespace]:

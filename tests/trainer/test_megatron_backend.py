@@ -69,7 +69,7 @@ def _run(model: Path, samples: Path, out: Path, *, tp: int = 1, nproc: int = 1, 
     cmd = [*launcher, "-m", "trainer.megatron.run_step", "--model", str(model), "--samples", str(samples),
            "--out", str(out), "--tp", str(tp), "--config", json.dumps(CONFIG), *flags]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.run(cmd, cwd=Path(__file__).resolve().parents[1], env=env, capture_output=True, text=True,
+    proc = subprocess.run(cmd, cwd=Path(__file__).resolve().parents[2], env=env, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{(proc.stdout + proc.stderr)[-4000:]}"
     return out
@@ -255,7 +255,7 @@ print("rng-ok")
 
 def test_cpu_rng_tracker_forks_and_restores() -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.run([sys.executable, "-c", _RNG_CHECK], cwd=Path(__file__).resolve().parents[1], env=env,
+    proc = subprocess.run([sys.executable, "-c", _RNG_CHECK], cwd=Path(__file__).resolve().parents[2], env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "rng-ok" in proc.stdout, (proc.stdout + proc.stderr)[-3000:]
 

@@ -259,7 +259,7 @@ def test_scripted_policy_mistakes_are_seeded():
 
 
 def test_toolcall_bench_prints_one_json_object_with_both_latencies() -> None:
-    from tests.test_bench import bench_cli
+    from tests.bench.test_bench import bench_cli
 
     result = bench_cli("toolcall", "--json", "--calls", "4", timeout=300)
     assert result["calls"] == 4

@@ -19,7 +19,7 @@ from api.cli import free_port, running
 from openclaw_rl.keys import KeyStore
 from openclaw_rl.policy_client import Generation, GenerationChunk, PolicyClient, PolicyEngineError, SamplingParams
 from openclaw_rl.settings import Settings
-from tests.test_spool import FakeSubmitter, ListRecords
+from tests.api.test_spool import FakeSubmitter, ListRecords
 
 CALL_TEXT = 'Let me check.\n<tool_call>\n{"name": "exec", "arguments": {"cmd": "ls -la"}}\n</tool_call>'
 TWO_CALLS = ('<tool_call>\n{"name": "read", "arguments": {"path": "a.txt"}}\n</tool_call>\n'

@@ -56,7 +56,7 @@ from contracts import (
 from workflows.episode import EpisodeWorkflow
 from workflows.rollout import RolloutWorkflow
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 HISTORY_DIR = Path(__file__).parent / "histories"
 
@@ -314,7 +314,7 @@ async def test_env_worker_killed_mid_episode_restarts_the_episode(temporal_env, 
            "OPENCLAW_ENGINE_URLS": json.dumps([local_engine]), "OPENCLAW_MODEL_PATH": str(random_model_path),
            "OPENCLAW_STORE_URL": store_url}
     log = tmp_path / "env-worker.log"
-    proc = subprocess.Popen([sys.executable, "-m", "tests.test_episode_workflow"], cwd=REPO, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "tests.workflows.test_episode"], cwd=REPO, env=env,
                             stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
     try:
         async with PolicyClient(local_engine) as policy, AsyncExitStack() as stack:

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from activities.training import StoreCache
 from openclaw_rl.settings import get_settings
 from cli.train import app
-from tests.test_training_workflow import orchestrator_worker
+from tests.workflows.test_training import orchestrator_worker
 from contracts import ControlRequest, HparamsUpdate, TrainingStatus
 
 

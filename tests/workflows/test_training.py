@@ -36,7 +36,7 @@ from contracts import TRAINING_WORKFLOW, PushWeightsInput, TrainingInput, Traini
 from workflows.training import TrainingWorkflow
 
 torch.set_num_threads(1)
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 HISTORY_DIR = Path(__file__).parent / "histories"
 PROMPT = [1, 20, 21, 22, 23, 24]
 

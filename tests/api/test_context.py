@@ -20,8 +20,8 @@ from cli.analytics import open_duckdb
 from openclaw_rl.keys import KeyStore
 from openclaw_rl.settings import Settings
 from openclaw_rl.store import LocalStore
-from tests.test_gateway_fake_engine import ScriptedPolicy
-from tests.test_spool import FakeSubmitter
+from tests.api.test_fake_engine import ScriptedPolicy
+from tests.api.test_spool import FakeSubmitter
 
 CONTEXT = 512  # ScriptedPolicy's model info
 LONG = " ".join(["the agent reads the file"] * 200)  # well past 512 tokens

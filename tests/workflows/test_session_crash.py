@@ -24,7 +24,7 @@ from temporalio.worker import Worker
 
 from openclaw_rl.policy_client import PolicyClient
 from openclaw_rl.store import ObjectStore
-from tests.test_session_workflow import COMPLAINT, PRAISE, serve_turn
+from tests.workflows.test_session import COMPLAINT, PRAISE, serve_turn
 from contracts import SessionConfig, SessionInput, SessionStatus, session_workflow_id
 from workflows.session import SessionWorkflow
 
@@ -35,7 +35,7 @@ BIN = Path(sys.executable).parent
 def start_judge_worker(env: dict[str, str], log: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "workers.main", "--queues", "judge"], env=env,
                             stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True,
-                            cwd=str(Path(__file__).resolve().parent.parent))
+                            cwd=str(Path(__file__).resolve().parents[2]))
 
 
 async def wait_for(predicate, timeout_s: float, what: str) -> None:

@@ -16,7 +16,7 @@ from api.cli import running
 from openclaw_rl.keys import KeyStore
 from openclaw_rl.settings import Settings
 from openclaw_rl.turns import INTERNAL_CONTEXT_BEGIN, INTERNAL_CONTEXT_END
-from tests.test_spool import FakeSubmitter, ListRecords
+from tests.api.test_spool import FakeSubmitter, ListRecords
 
 INTERNAL = f"{INTERNAL_CONTEXT_BEGIN}\nActive exec sessions: none\n{INTERNAL_CONTEXT_END}"
 

@@ -22,8 +22,8 @@ from api.cli import free_port, running
 from openclaw_rl.keys import KeyStore
 from openclaw_rl.settings import Settings
 from openclaw_rl.store import ObjectStore
-from tests.test_gateway_fake_engine import ScriptedPolicy
-from tests.test_spool import ListRecords
+from tests.api.test_fake_engine import ScriptedPolicy
+from tests.api.test_spool import ListRecords
 from contracts import SESSION_TURN_SIGNAL, SessionInput, TurnRef, session_workflow_id
 
 
