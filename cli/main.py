@@ -62,6 +62,8 @@ def up(
 ) -> None:
     """Start the local stack (Temporal dev server with UI, engine, workers, gateway) and keep it up until Ctrl-C.
 
+    A service that exits is started again (with backoff) while the others keep serving; `status` shows restarts.
+
     SIGTERM, SIGINT (Ctrl-C) and SIGHUP stop every service it started, and their children, within 10 s, also while
     it is still starting them. Services that an earlier `up` from the same runtime folder left running (it was killed
     with SIGKILL) are stopped first; while that earlier `up` itself still runs, this one refuses to start.
@@ -116,10 +118,18 @@ def _run_stack(stack, s, *, check: bool, queues: str, engine: bool,  # type: ign
     typer.echo(f"stack up - Temporal UI http://127.0.0.1:{s.temporal_ui_port}"
                + (f" - gateway http://{s.gateway_host}:{s.gateway_port}/v1" if gateway else "")
                + " - Ctrl-C to stop")
-    while all(r["alive"] for r in read_status(s)):
-        time.sleep(1.0)
-    log.error("a service exited; stopping the stack", services=read_status(s))
-    raise typer.Exit(1)
+
+    def on_event(event: str, svc) -> None:  # type: ignore[no-untyped-def]
+        fields = {"service": svc.name, "pid": svc.pid, "restarts": svc.restarts, "last_exit": svc.last_exit,
+                  "log": svc.log}
+        if event == "exited":
+            log.error("service exited; restarting it, the others keep serving", **fields)
+        elif event == "restarted":
+            log.warning("service restarted", **fields)
+        else:
+            log.error("service did not come back; trying again with backoff", **fields)
+
+    stack.supervise(on_event)
 
 
 def _say(message: str) -> None:
@@ -173,7 +183,8 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="print JSON")] =
         state = "up" if r["alive"] else "down"
         if r["healthy"] is not None:
             state += ", healthy" if r["healthy"] else ", unhealthy"
-        typer.echo(f"{r['name']:<10} pid {r['pid']:<8} {state:<16} {r['health_url'] or ''}")
+        restarts = f"restarts {r['restarts']} (last: {r['last_exit']})" if r["restarts"] else ""
+        typer.echo(f"{r['name']:<10} pid {r['pid']:<8} {state:<16} {r['health_url'] or '':<36} {restarts}".rstrip())
     if any(r["alive"] for r in rows) and owner_alive(s) is False:
         typer.echo("the `up` that started these is gone; the next `openclaw-rl up` stops them")
 

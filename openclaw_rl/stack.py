@@ -16,7 +16,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -37,6 +37,9 @@ class Service:
     pid: int | None = None
     started: int | None = None  # the process's start time (see process_start): tells it from a later reuse of the pid
     log: str = ""
+    restarts: int = 0  # how often the supervisor started it again after it exited
+    last_exit: str | None = None  # how it last exited ("code 1", "signal SIGKILL"), when it was restarted
+    start_timeout_s: float = 60.0
 
 
 def temporal_cli(s: Settings) -> str:
@@ -112,6 +115,9 @@ class StackBusy(RuntimeError):
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+RESTART_BACKOFF_S = 1.0  # the first restart waits this long after a service exits, the next ones twice as long each
+RESTART_BACKOFF_MAX_S = 30.0
+RESTART_STABLE_S = 60.0  # a service that ran this long since its last start is back to the first backoff
 STOP_GRACE_S = 6.0  # SIGTERM to SIGKILL; with the SIGKILL wait, a whole stack is gone well within 10 s
 KILL_WAIT_S = 2.0
 
@@ -131,8 +137,15 @@ class Stack:
         self._spawning = False  # a stop signal now is held until the new pid is recorded
         self._held: int | None = None
         self._stopping = False  # a stop is under way: further stop signals change nothing
+        self._procs: dict[str, subprocess.Popen] = {}
 
     def start(self, svc: Service, timeout_s: float = 60.0) -> Service:
+        svc.start_timeout_s = timeout_s
+        proc = self._spawn(svc)
+        self._await_port(svc, proc, timeout_s)
+        return svc
+
+    def _spawn(self, svc: Service) -> subprocess.Popen:
         log_path = self.dir / "logs" / f"{svc.name}.log"
         svc.log = str(log_path)
         env = {**os.environ, **svc.env}
@@ -142,11 +155,17 @@ class Stack:
                 proc = subprocess.Popen(svc.argv, stdout=log, stderr=subprocess.STDOUT, env=env,
                                         cwd=str(Path(__file__).resolve().parent.parent), start_new_session=True)
             svc.pid, svc.started = proc.pid, process_start(proc.pid)
-            self.services.append(svc)
+            self._procs[svc.name] = proc
+            if svc not in self.services:
+                self.services.append(svc)
             self._save()
         finally:
             self._spawning = False
         self._raise_held()
+        return proc
+
+    def _await_port(self, svc: Service, proc: subprocess.Popen, timeout_s: float) -> None:
+        log_path = svc.log
         deadline = time.monotonic() + timeout_s
         while svc.port is not None and time.monotonic() < deadline:
             if proc.poll() is not None:
@@ -157,7 +176,50 @@ class Stack:
         else:
             if svc.port is not None:
                 raise RuntimeError(f"{svc.name} did not open port {svc.port} within {timeout_s}s; see {log_path}")
-        return svc
+
+    def supervise(self, on_event: Callable[[str, Service], None] | None = None, *, poll_s: float = 0.5,
+                  backoff_s: float = RESTART_BACKOFF_S, backoff_max_s: float = RESTART_BACKOFF_MAX_S,
+                  stable_s: float = RESTART_STABLE_S, until: Callable[[], bool] | None = None) -> None:
+        """Keep every service running: one that exits is started again (its leftover children stopped first), the
+        others keep serving. Restarts back off (``backoff_s``, doubling up to ``backoff_max_s``); a service that ran
+        ``stable_s`` since its last start begins again at ``backoff_s``. ``on_event("exited"|"restarted"|
+        "restart_failed", svc)`` is told of each. Returns when ``until()`` is true, else runs until a stop signal."""
+        next_try: dict[str, float] = {}
+        delay: dict[str, float] = {}
+        up_since = {svc.name: time.monotonic() for svc in self.services}
+        while not (until and until()):
+            now = time.monotonic()
+            for svc in list(self.services):
+                proc = self._procs.get(svc.name)
+                code = proc.poll() if proc is not None else (None if service_alive(asdict(svc)) else -1)
+                if code is None:
+                    if now - up_since.get(svc.name, now) >= stable_s:
+                        delay.pop(svc.name, None)
+                    continue
+                if svc.name not in next_try:
+                    svc.last_exit = _describe_exit(code)
+                    if on_event:
+                        on_event("exited", svc)
+                    wait = delay.get(svc.name, 0.0)
+                    delay[svc.name] = min(backoff_max_s, max(backoff_s, 2 * wait))
+                    next_try[svc.name] = now + wait
+                if now < next_try[svc.name]:
+                    continue
+                del next_try[svc.name]
+                stop_processes([svc.pid] if svc.pid else [], grace_s=2.0)  # what the dead leader left behind
+                svc.restarts += 1
+                try:
+                    self._await_port(svc, self._spawn(svc), svc.start_timeout_s)
+                except RuntimeError:
+                    if on_event:
+                        on_event("restart_failed", svc)
+                    next_try[svc.name] = time.monotonic() + delay[svc.name]
+                    continue
+                up_since[svc.name] = time.monotonic()
+                self._save()
+                if on_event:
+                    on_event("restarted", svc)
+            time.sleep(poll_s)
 
     def _save(self) -> None:
         owner = {"pid": os.getpid(), "started": process_start(os.getpid()), "command": " ".join(sys.argv)}
@@ -221,6 +283,15 @@ class Stack:
         if held is not None and not self._stopping:
             self._stopping = True
             raise StackStopped(held)
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"code {code}"
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -408,6 +479,7 @@ def read_status(s: Settings) -> list[dict[str, object]]:
             except httpx.HTTPError:
                 healthy = False
         rows.append({"name": svc["name"], "pid": svc["pid"], "alive": alive, "healthy": healthy,
+                     "restarts": svc.get("restarts", 0), "last_exit": svc.get("last_exit"),
                      "health_url": svc.get("health_url"), "log": svc.get("log")})
     return rows
 

@@ -303,3 +303,29 @@ def alive_missing(snapshot: dict[int, int]) -> list[int]:
     """The processes of ``snapshot`` no longer running."""
     running = {int(line.split()[0]) for line in alive(snapshot)}
     return [pid for pid in snapshot if pid not in running]
+
+
+def test_a_killed_service_is_restarted_and_the_others_keep_serving(tmp_path: Path, up_env: dict[str, str],
+                                                                    ups: list[Up]) -> None:
+    """SIGKILL the Temporal server under a running `up`: it comes back on its port, with a new pid, and the gateway
+    and engine are the same processes throughout; `status` counts the restart and says how it exited."""
+    up = start_up(ups, up_env, tmp_path)
+    up.wait_up()
+    before = up.services()
+    up.snapshot()
+    temporal_port = int(up_env["OPENCLAW_TEMPORAL_ADDRESS"].rsplit(":", 1)[1])
+    gateway_port = int(up_env["OPENCLAW_GATEWAY_PORT"])
+    os.killpg(before["temporal"], signal.SIGKILL)
+    up.wait_for(lambda: up.services().get("temporal") not in (None, before["temporal"])
+                and port_open("127.0.0.1", temporal_port), timeout_s=60, what="temporal restarted")
+    up.snapshot()
+    after = up.services()
+    assert {name: after[name] for name in ("engine", "workers", "gateway")} == \
+        {name: before[name] for name in ("engine", "workers", "gateway")}
+    assert port_open("127.0.0.1", gateway_port) and up.proc.poll() is None
+    rows = {r["name"]: r for r in json.loads(status(up_env, "--json").stdout)}
+    assert rows["temporal"]["restarts"] == 1 and rows["temporal"]["last_exit"] == "signal SIGKILL"
+    assert rows["gateway"]["restarts"] == 0 and all(r["alive"] for r in rows.values())
+    text = status(up_env).stdout
+    assert "restarts 1 (last: signal SIGKILL)" in text
+    stop_and_check(up, signal.SIGTERM, up.snapshot())
