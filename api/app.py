@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -24,6 +25,8 @@ from api.deps import Gateway
 from api.errors import OpenAIError, install_error_handlers
 from api.render import PromptRenderer
 from api.routes import chat, health, models
+from api.schemas import ChatCompletionChunk
+from api.security import admin_key
 from api.sink import Submitter, TemporalSubmitter, TurnSink
 from openclaw_rl.generation_defaults import SamplingDefaults, load_sampling_defaults
 from openclaw_rl.keys import KeyStore
@@ -133,6 +136,10 @@ def create_app(settings: Settings | None = None, *, policy: Any = None, temporal
 
         configure_logging(s.log_level, s.log_format, process="gateway")
         log.info("settings resolved", **s.redacted())
+        if admin_key(s) is None:
+            log.warning("no admin key configured (a placeholder counts as none): the admin user and /healthz details "
+                        "are refused; set OPENCLAW_ADMIN_KEY to a long random secret to enable them",
+                        placeholder=bool(s.admin_key.get_secret_value()))
         own_policy = policy is None
         engine = policy or PolicyClient(s.engine_url, timeout_s=s.http_timeout_s,
                                         connect_timeout_s=s.http_connect_timeout_s)
@@ -175,4 +182,37 @@ def create_app(settings: Settings | None = None, *, policy: Any = None, temporal
     for router in (chat.router, models.router, health.router):
         app.include_router(router)
     app.add_middleware(BodyLimit, limit=max_body_bytes or s.gateway_max_body_bytes)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """The published schema, as the gateway behaves: validation errors are 400 in the error shape (FastAPI's 422 and
+    its validation-error models are removed), and the stream's chunk model is listed. It is public (``/docs``,
+    ``/openapi.json``) and holds no address, path or setting of this deployment."""
+    if app.openapi_schema:
+        return app.openapi_schema
+    schema = get_openapi(title=app.title, version=app.version, routes=app.routes,
+                         description="OpenAI-compatible chat completions in front of the policy engine.")
+    schema.setdefault("components", {})["securitySchemes"] = {
+        "apiKey": {"type": "http", "scheme": "bearer", "description": "an `ocl-...` key, or the admin key"}}
+    for path in schema.get("paths", {}).values():
+        for operation in path.values():
+            for parameter in operation.get("parameters", []):  # an optional header is absent, never null
+                options = parameter.get("schema", {}).get("anyOf", [])
+                if len(options) == 2 and {"type": "null"} in options:
+                    kept = next(o for o in options if o != {"type": "null"})
+                    parameter["schema"] = {**{k: v for k, v in parameter["schema"].items() if k != "anyOf"}, **kept}
+            responses = operation.get("responses", {})
+            responses.pop("422", None)
+            if "401" in responses:  # a key is required; /healthz takes one optionally (details: the admin key)
+                operation["security"] = [{"apiKey": []}] if "403" not in responses else [{}, {"apiKey": []}]
+    components = schema["components"].setdefault("schemas", {})
+    for name in ("HTTPValidationError", "ValidationError"):
+        components.pop(name, None)
+    chunk = ChatCompletionChunk.model_json_schema(ref_template="#/components/schemas/{model}")
+    for name, definition in chunk.pop("$defs", {}).items():
+        components.setdefault(name, definition)
+    components.setdefault("ChatCompletionChunk", chunk)
+    app.openapi_schema = schema
+    return schema

@@ -11,6 +11,7 @@ from fastapi import Depends, Request
 
 from api.errors import OpenAIError
 from api.render import PromptRenderer
+from api.security import InFlight, admin_key
 from api.sink import TurnSink
 from openclaw_rl.generation_defaults import SamplingDefaults
 from openclaw_rl.keys import ApiKey, KeyStore
@@ -32,6 +33,11 @@ class Gateway:
     records: Any = None  # RecordWriter (or any object with its append) for the gateway's own events
     sampling_defaults: SamplingDefaults = field(default_factory=SamplingDefaults)  # for what a request leaves out
     rejected: Counter[str] = field(default_factory=Counter)  # refused requests by error code, since start
+    inflight: InFlight | None = None  # per-key concurrency limit; None: settings.gateway_max_concurrent_per_key
+
+    def __post_init__(self) -> None:
+        if self.inflight is None:
+            self.inflight = InFlight(self.settings.gateway_max_concurrent_per_key)
 
 
 async def get_gateway(request: Request) -> Gateway:
@@ -49,11 +55,15 @@ def _presented_key(request: Request) -> str | None:
     return request.headers.get("x-api-key") or None
 
 
+presented_key = _presented_key
+
+
 # Dependencies are async on purpose: FastAPI runs plain functions in a worker thread, a GIL hand-off per request.
 async def require_key(request: Request, gw: GatewayDep) -> ApiKey:
     """The caller's API key (``Authorization: Bearer <key>`` or ``X-API-Key``), or a 401 in the OpenAI shape.
 
-    Besides the per-user keys, the operator's admin key (``OPENCLAW_ADMIN_KEY``) is accepted as user ``admin``.
+    Besides the per-user keys, the operator's admin key (``OPENCLAW_ADMIN_KEY``) is accepted as user ``admin``, when
+    one is configured: there is no default admin key.
     """
     key = _presented_key(request)
     if not key:
@@ -61,7 +71,7 @@ async def require_key(request: Request, gw: GatewayDep) -> ApiKey:
                           type="invalid_request_error", code="missing_api_key",
                           headers={"WWW-Authenticate": "Bearer"})
     found = gw.keys.verify(key)
-    if found is None and hmac.compare_digest(key.encode(), gw.settings.admin_key.get_secret_value().encode()):
+    if found is None and is_admin_key(gw, key):
         found = ApiKey(key_id=ADMIN_KEY_ID, name=ADMIN_KEY_ID)
     if found is None:
         raise OpenAIError(401, "Incorrect or revoked API key.", type="authentication_error", code="invalid_api_key",
@@ -70,3 +80,9 @@ async def require_key(request: Request, gw: GatewayDep) -> ApiKey:
 
 
 AuthKey = Annotated[ApiKey, Depends(require_key)]
+
+
+def is_admin_key(gw: Gateway, key: str) -> bool:
+    """Whether ``key`` is the configured admin key (never true when none is configured)."""
+    admin = admin_key(gw.settings)
+    return admin is not None and hmac.compare_digest(key.encode(), admin.encode())

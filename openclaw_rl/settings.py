@@ -14,7 +14,8 @@ from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEV_SECRET = "dev-admin-key"
+DEV_SECRET = "dev-admin-key"  # the old built-in default: now refused, like any placeholder below
+PUBLIC_ADMIN_KEYS = frozenset({DEV_SECRET, "change-me"})  # publicly known values never accepted as the admin key
 
 
 class Settings(BaseSettings):
@@ -48,6 +49,8 @@ class Settings(BaseSettings):
         default="model", description="temperature/top_p/top_k a request leaves out: the model's generation_config.json "
                                      "(model) or 1/1/none (openai)")
     gateway_spool_retry_max_s: float = Field(default=10.0, gt=0, description="spool replay backoff ceiling")
+    gateway_max_concurrent_per_key: int = Field(default=32, ge=1, description="requests in flight per API key; "
+                                                "the next one gets a 429 with Retry-After")
     http_timeout_s: float = 120.0
     http_connect_timeout_s: float = 5.0
 
@@ -71,7 +74,8 @@ class Settings(BaseSettings):
     aws_region: str = "us-east-1"
 
     # Auth
-    admin_key: SecretStr = SecretStr(DEV_SECRET)
+    admin_key: SecretStr = Field(default=SecretStr(""), description="the operator's key (user 'admin'; /healthz "
+                                 "details); no default: unset, admin access is refused")
 
     # Training run that the gateway's sessions feed
     run: str = "default"
@@ -93,7 +97,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _refuse_default_secrets(self) -> "Settings":
-        if self.environment == "production" and self.admin_key.get_secret_value() == DEV_SECRET:
+        if self.environment == "production" and self.admin_key.get_secret_value() in PUBLIC_ADMIN_KEYS | {""}:
             raise ValueError("OPENCLAW_ADMIN_KEY must be set to a non-default secret in production")
         return self
 

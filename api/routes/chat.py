@@ -5,29 +5,60 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Request
-from fastapi.responses import JSONResponse
 
 from api.chat import Headers, complete, open_stream, prepare
 from api.deps import AuthKey, GatewayDep
-from api.schemas import ChatCompletion, ChatCompletionRequest
+from api.schemas import ChatCompletion, ChatCompletionRequest, ErrorResponse, TurnType
+from api.security import request_header_text
 
 router = APIRouter(tags=["chat"])
 
 
-@router.post("/v1/chat/completions", response_model=ChatCompletion)
+def _error(description: str) -> dict:
+    return {"model": ErrorResponse, "description": description}
+
+
+RESPONSES: dict = {
+    200: {"description": "A ChatCompletion (application/json), or with `stream: true` server-sent events "
+                         "(text/event-stream): `data: <ChatCompletionChunk>` frames, then `data: [DONE]`. "
+                         "`X-Session-Id` echoes the session id, percent-encoded (UTF-8) outside printable ASCII.",
+          "content": {"text/event-stream": {"schema": {
+              "type": "string", "description": "`data: <ChatCompletionChunk JSON>` frames, then `data: [DONE]`",
+              "contentMediaType": "text/event-stream",
+              "x-chunk-schema": {"$ref": "#/components/schemas/ChatCompletionChunk"}}}}},
+    400: _error("invalid request (the failing field in `error.param`), or the context length is exceeded"),
+    401: _error("missing, wrong or revoked API key"),
+    413: _error("request body over the gateway's limit"),
+    429: _error("too many requests in flight for this API key; see `Retry-After`"),
+    500: _error("unexpected gateway error (a request id, no detail)"),
+    502: _error("the policy engine failed (a code and a request id, no detail)"),
+    503: _error("the policy engine is unavailable or aborted the generation"),
+    504: _error("the policy engine timed out"),
+}
+
+
+@router.post("/v1/chat/completions", response_model=ChatCompletion, responses=RESPONSES)
 async def chat_completions(
     body: ChatCompletionRequest,
     request: Request,
     user: AuthKey,
     gw: GatewayDep,
     x_session_id: Annotated[str | None, Header(description="the client's session id")] = None,
-    x_turn_type: Annotated[str | None, Header(description="main | side (side turns are never trained)")] = None,
+    x_turn_type: Annotated[TurnType | None, Header(description="main | side (side turns are never trained); "
+                                                               "case-insensitive")] = None,
     x_session_done: Annotated[str | None, Header(description="1: this is the session's last turn")] = None,
 ):  # noqa: ANN201 - a ChatCompletion, or an event stream when body.stream
-    headers = Headers(session_id=x_session_id, turn_type=x_turn_type,
+    headers = Headers(session_id=request_header_text(x_session_id),
+                      turn_type=x_turn_type.value if x_turn_type is not None else None,
                       session_done=(x_session_done or "").strip().lower() in ("1", "true", "yes"))
-    turn = await prepare(gw, body, user, headers)
-    if body.stream:
-        return await open_stream(gw, turn, request)
-    reply = await complete(gw, turn, request)
-    return JSONResponse(reply.model_dump(mode="json"), headers={"X-Session-Id": turn.session_id})
+    release = gw.inflight.acquire(user.key_id)  # a 429 over the per-key limit, before anything is done
+    try:
+        turn = await prepare(gw, body, user, headers)
+        if body.stream:
+            response = await open_stream(gw, turn, request, on_close=release)
+            release = None  # the stream releases the slot when it ends
+            return response
+        return await complete(gw, turn, request)
+    finally:
+        if release is not None:
+            release()

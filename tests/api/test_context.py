@@ -40,8 +40,9 @@ def test_context_overflow_refused_before_engine_and_temporal_and_recorded(random
     keys = KeyStore.in_runtime_dir(runtime)
     key = keys.add("alice")
     key_id = key.split("-")[1]
+    admin = "admin-" + "c" * 40  # /healthz details need the admin key
     settings = Settings(environment="test", runtime_dir=runtime, model_path=random_model_path,
-                        store_url=f"file://{runtime / 'store'}")
+                        store_url=f"file://{runtime / 'store'}", admin_key=admin)
     policy, sub = ScriptedPolicy(AutoTokenizer.from_pretrained(random_model_path)), FakeSubmitter()
     # records=None: the app opens its own RecordWriter on the store, as it does in production
     app = create_app(settings, policy=policy, temporal_submitter=sub, keys=keys)
@@ -69,7 +70,7 @@ def test_context_overflow_refused_before_engine_and_temporal_and_recorded(random
         assert caught.value.code == "context_length_exceeded"
 
         assert policy.calls == [], "nothing reached the engine"
-        health = httpx.get(f"{url}/healthz", timeout=10).json()
+        health = httpx.get(f"{url}/healthz", timeout=10, headers={"Authorization": f"Bearer {admin}"}).json()
         assert health["rejected"] == {"context_length_exceeded": 4}
         assert health["spool"] == {"pending": 0, "in_flight": 0, "delivered": 0}
 

@@ -114,7 +114,7 @@ def fx(random_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
     store = KeyStore.in_runtime_dir(runtime)
     keys = {name: store.add(name) for name in ("alice", "bob")}
     settings = Settings(environment="test", runtime_dir=runtime, model_path=random_model_path,
-                        store_url=f"file://{runtime / 'store'}")
+                        store_url=f"file://{runtime / 'store'}", admin_key="admin-" + "k" * 40)  # no default admin key
     policy, sub = ScriptedPolicy(AutoTokenizer.from_pretrained(random_model_path)), FakeSubmitter()
     app = create_app(settings, policy=policy, temporal_submitter=sub, records=ListRecords(), max_body_bytes=MAX_BODY)
     with running(app) as url:

@@ -18,6 +18,7 @@ from openclaw_rl.settings import Settings
 from openclaw_rl.turns import INTERNAL_CONTEXT_BEGIN, INTERNAL_CONTEXT_END
 from tests.api.test_spool import FakeSubmitter, ListRecords
 
+ADMIN_KEY = "admin-" + "g" * 40  # /healthz details need the admin key; there is no default one
 INTERNAL = f"{INTERNAL_CONTEXT_BEGIN}\nActive exec sessions: none\n{INTERNAL_CONTEXT_END}"
 
 
@@ -53,7 +54,8 @@ def gw(engine_url: str, random_model_path: Path, tmp_path_factory: pytest.TempPa
     store = KeyStore.in_runtime_dir(runtime)
     keys = {name: store.add(name) for name in ("alice", "bob")}
     settings = Settings(environment="test", runtime_dir=runtime, model_path=random_model_path,
-                        engine_urls=[engine_url], store_url=f"file://{runtime / 'store'}", http_timeout_s=60)
+                        engine_urls=[engine_url], store_url=f"file://{runtime / 'store'}", http_timeout_s=60,
+                        admin_key=ADMIN_KEY)
     sub, records = FakeSubmitter(), ListRecords()
     app = create_app(settings, temporal_submitter=sub, records=records)
     with running(app) as url:
@@ -171,7 +173,8 @@ def test_session_headers_side_turns_and_namespacing(gw: Gw) -> None:
 def test_models_and_health(gw: Gw) -> None:
     models = gw.client().models.list()
     assert [m.id for m in models.data] and models.data[0].object == "model"
-    health = httpx.get(f"{gw.url}/healthz", timeout=10)
+    assert httpx.get(f"{gw.url}/healthz", timeout=10).json() == {"status": "ok"}  # no key: ok or down only
+    health = httpx.get(f"{gw.url}/healthz", timeout=10, headers={"Authorization": f"Bearer {ADMIN_KEY}"})
     assert health.status_code == 200
     body = health.json()
     assert body["engine"]["ok"] and body["status"] in ("ok", "degraded")

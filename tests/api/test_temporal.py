@@ -105,16 +105,20 @@ async def _result(client: Client, session_id: str, timeout: float = 60.0) -> lis
             await asyncio.sleep(0.1)
 
 
+ADMIN_KEY = "admin-" + "t" * 40  # /healthz details need the admin key
+
+
 async def _health(url: str) -> dict:
     async with httpx.AsyncClient(timeout=10) as http:
-        return (await http.get(f"{url}/healthz")).json()
+        return (await http.get(f"{url}/healthz", headers={"Authorization": f"Bearer {ADMIN_KEY}"})).json()
 
 
 def _app(tmp_path: Path, model_path: Path, temporal_address: str, task_queue: str, policy: ScriptedPolicy,
          **settings_kw: Any):
     settings = Settings(environment="test", runtime_dir=tmp_path, model_path=model_path,
                         temporal_address=temporal_address, task_queue_orchestrator=task_queue,
-                        store_url=f"file://{tmp_path / 'store'}", http_connect_timeout_s=1.0, **settings_kw)
+                        store_url=f"file://{tmp_path / 'store'}", http_connect_timeout_s=1.0, admin_key=ADMIN_KEY,
+                        **settings_kw)
     key = KeyStore.in_runtime_dir(tmp_path).add("alice")
     return create_app(settings, policy=policy, records=ListRecords()), key
 

@@ -56,7 +56,8 @@ def test_up_check_starts_temporal_ui_and_worker(tmp_path, free_port):
         ui_port = sock.getsockname()[1]
     env = {"PATH": str(Path(sys.executable).parent), "OPENCLAW_RUNTIME_DIR": str(tmp_path),
            "OPENCLAW_TEMPORAL_ADDRESS": f"127.0.0.1:{free_port}", "OPENCLAW_TEMPORAL_UI_PORT": str(ui_port),
-           "OPENCLAW_LOG_FORMAT": "json", "HOME": str(tmp_path)}
+           "OPENCLAW_LOG_FORMAT": "json", "HOME": str(tmp_path),
+           "OPENCLAW_ADMIN_KEY": "a-real-admin-key-for-this-test"}
     cmd = [str(Path(sys.executable).parent / "openclaw-rl"), "up", "--check", "--no-engine", "--no-gateway"]
     out = subprocess.run(cmd, env=env,
                          capture_output=True, text=True, timeout=300)
