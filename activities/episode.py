@@ -35,7 +35,7 @@ from activities.judges import Judge
 from envs.base import Env, make_env, scripted_policy, task_suite
 from openclaw_rl.policy_client import PolicyEngineError, SamplingParams
 from rlcore.judging import parse_score
-from contracts import (
+from contracts.episode import (
     EnvEpisodeRef,
     EnvOutcome,
     EnvResetRequest,
@@ -49,9 +49,9 @@ from contracts import (
     PolicyRequest,
     PolicyResult,
     StepJudgeRequest,
-    Vote,
-    policy_version_of,
 )
+from contracts.session import Vote
+from contracts.training import policy_version_of
 
 
 class EpisodeNotFoundError(Exception):

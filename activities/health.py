@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from contracts import PingInput, PingOutput
+from contracts.health import PingInput, PingOutput
 
 
 class HealthActivities:

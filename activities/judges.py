@@ -22,7 +22,8 @@ from typing import Protocol
 
 import httpx
 
-from contracts import JudgeRequest, StepJudgeRequest
+from contracts.episode import StepJudgeRequest
+from contracts.session import JudgeRequest
 
 
 class Judge(Protocol):

@@ -17,8 +17,16 @@ from temporalio import activity
 from activities.clients import EngineAndJudge
 from activities.judges import Judge, next_state_text
 from rlcore.judging import inject_hint, parse_hint_vote, parse_score
-from contracts import EmitRequest, EmitResult, JudgeRequest, TeacherRequest, TeacherResult, TurnPayload, \
-    TurnRef, Vote
+from contracts.session import (
+    EmitRequest,
+    EmitResult,
+    JudgeRequest,
+    TeacherRequest,
+    TeacherResult,
+    TurnPayload,
+    TurnRef,
+    Vote,
+)
 
 
 class PayloadError(Exception):

@@ -35,7 +35,7 @@ from temporalio import activity
 
 from openclaw_rl.logs import get_logger
 from openclaw_rl.store import LocalStore, ObjectStore
-from contracts import (
+from contracts.training import (
     PushWeightsInput,
     PushWeightsOutput,
     SealInput,

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from openclaw_rl.logs import get_logger
 from openclaw_rl.settings import Settings
 from api.spool import Spool
-from contracts import (
+from contracts.session import (
     SessionConfig,
     SessionInput,
     SESSION_TURN_SIGNAL,

@@ -51,13 +51,7 @@ async def plain_episode(env_acts: Any, ep_acts: Any, inp: Any) -> Any:
     from temporalio.testing import ActivityEnvironment
 
     from rlcore.general import step_reward
-    from contracts import (
-        EnvEpisodeRef,
-        EnvResetRequest,
-        EnvStepRequest,
-        EpisodeStep,
-        PolicyRequest,
-    )
+    from contracts.episode import EnvEpisodeRef, EnvResetRequest, EnvStepRequest, EpisodeStep, PolicyRequest
     from workflows.episode import judge_request
 
     cfg = inp.config
@@ -109,13 +103,7 @@ async def _run(model: Path, episodes: int, votes: int) -> dict[str, Any]:
     from bench.serving import start_engine
     from openclaw_rl.policy_client import PolicyClient
     from workers.main import env_activities, env_queue_worker
-    from contracts import (
-        EpisodeConfig,
-        EpisodeInput,
-        EpisodeResult,
-        RolloutInput,
-        RolloutResult,
-    )
+    from contracts.episode import EpisodeConfig, EpisodeInput, EpisodeResult, RolloutInput, RolloutResult
     from workflows.episode import EpisodeWorkflow
     from workflows.rollout import RolloutWorkflow
 

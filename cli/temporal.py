@@ -16,7 +16,7 @@ async def connect(s: Settings) -> Client:
 
 async def ping_worker(s: Settings, timeout_s: float = 10.0) -> bool:
     """Run PingWorkflow on the orchestrator queue: proves server, worker and activity all answer."""
-    from contracts import PingInput, PingOutput
+    from contracts.health import PingInput, PingOutput
     from workflows.health import PingWorkflow
 
     client = await connect(s)

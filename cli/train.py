@@ -28,7 +28,7 @@ CARRIED = {"step", "policy_version", "checkpoint", "checkpoint_version", "checkp
 
 def start_input_json(inp: Any) -> dict[str, Any]:
     """The fields of a ``TrainingInput`` that differ from the defaults (``run`` always), as JSON values."""
-    from contracts import TrainingInput
+    from contracts.training import TrainingInput
 
     default = TrainingInput()
     return {f.name: getattr(inp, f.name) for f in fields(inp)
@@ -37,7 +37,7 @@ def start_input_json(inp: Any) -> dict[str, Any]:
 
 def temporal_command(s: Settings, workflow_id: str, payload: dict[str, Any]) -> str:
     from openclaw_rl.stack import temporal_cli
-    from contracts import TRAINING_WORKFLOW
+    from contracts.training import TRAINING_WORKFLOW
 
     try:
         cli = temporal_cli(s)
@@ -69,7 +69,7 @@ def start(
     print_only: Annotated[bool, typer.Option("--print-command", help="only print the temporal command")] = False,
 ) -> None:
     """Start a training run on the orchestrator queue; prints its id and the equivalent `temporal` command."""
-    from contracts import TRAINING_WORKFLOW, TrainingInput, training_workflow_id
+    from contracts.training import TRAINING_WORKFLOW, TrainingInput, training_workflow_id
 
     s = get_settings()
     inp = TrainingInput(run=run, method=method, batch_size=batch_size, lr=lr, kl_beta=kl_beta, clip_eps=clip_eps,
@@ -97,7 +97,7 @@ def start(
 @app.command()
 def status(run: Run) -> None:
     """Print the run's status (step, policy version, samples trained / excluded, last step's stats) as JSON."""
-    from contracts import TrainingStatus
+    from contracts.training import TrainingStatus
 
     async def go() -> TrainingStatus:
         return await (await _handle(run)).query("status", result_type=TrainingStatus)
@@ -134,7 +134,7 @@ def set_hparams(
     engine: Annotated[list[str] | None, typer.Option("--engine", help="replace the engine list (repeat)")] = None,
 ) -> None:
     """Change hyper-parameters from the next step on (unset options keep their value)."""
-    from contracts import HparamsUpdate, TrainingStatus
+    from contracts.training import HparamsUpdate, TrainingStatus
 
     upd = HparamsUpdate(request_id=uuid.uuid4().hex, lr=lr, kl_beta=kl_beta, batch_size=batch_size,
                         max_staleness=max_staleness, max_steps=max_steps, engines=list(engine) if engine else None)
@@ -146,7 +146,7 @@ def set_hparams(
 
 
 def _control(run: str, name: str) -> None:
-    from contracts import ControlRequest, TrainingStatus
+    from contracts.training import ControlRequest, TrainingStatus
 
     async def go() -> TrainingStatus:
         req = ControlRequest(request_id=uuid.uuid4().hex, reason="cli")
@@ -176,7 +176,7 @@ async def _client(s: Settings) -> Any:
 
 
 async def _handle(run: str) -> Any:
-    from contracts import training_workflow_id
+    from contracts.training import training_workflow_id
 
     client = await _client(get_settings())
     return client.get_workflow_handle(training_workflow_id(run))

@@ -77,10 +77,15 @@ def parse_choice(text: str, allowed: Sequence[float]) -> float | None:
     return next((float(a) for a in allowed if abs(value - a) < 1e-9), None)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Vote:
-    text: str
-    score: int | None  # None = failed vote
+    """One judge vote: the judge's raw text, its score, the hint it carried, and why it failed (a Temporal payload
+    too, in contracts.session and contracts.episode)."""
+
+    raw: str = ""
+    score: int | None = None  # None: a failed vote (malformed, or the judge call failed)
+    hint: str | None = None
+    error: str = ""
 
 
 @dataclass(frozen=True)
@@ -103,7 +108,7 @@ def majority(scores: Sequence[int | None]) -> int:
 
 def judge_votes(texts: Sequence[str]) -> VoteResult:
     """Parse m PRM judge replies and take the majority; the raw votes are kept for the record."""
-    votes = tuple(Vote(text=t, score=parse_score(t)) for t in texts)
+    votes = tuple(Vote(raw=t, score=parse_score(t)) for t in texts)
     return VoteResult(score=majority([v.score for v in votes]), votes=votes)
 
 

@@ -135,8 +135,9 @@ def env_queue_worker(client: Client, task_queue: str, env: Any, episode: Any, ex
     so that an episode started on this queue finds its env, the policy and the judge in this process.
 
     Episodes run outside the sandbox here: a fresh sandbox per run costs ~7-10 ms, a third of what Temporal adds to
-    a whole terminal episode, and an episode is one short run. The module imports only the contracts and a pure
-    reward function; the replay tests run it in the sandbox, so its determinism is still checked."""
+    a whole terminal episode, and an episode is one short run. The module imports the contracts, a pure reward
+    function and the activity classes it calls by reference; the replay tests run it in the sandbox, so its
+    determinism is still checked."""
     from temporalio.worker import UnsandboxedWorkflowRunner
 
     from workflows.episode import EpisodeWorkflow

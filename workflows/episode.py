@@ -33,8 +33,10 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -42,8 +44,9 @@ from temporalio.exceptions import ActivityError, ApplicationError, TimeoutType
 from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 with workflow.unsafe.imports_passed_through():
+    from activities.episode import EnvActivities, EpisodeActivities
     from rlcore.general import step_reward
-    from contracts import (
+    from contracts.episode import (
         EPISODE_WORKFLOW,
         EnvEpisodeRef,
         EnvOutcome,
@@ -59,8 +62,8 @@ with workflow.unsafe.imports_passed_through():
         PolicyRequest,
         PolicyResult,
         StepJudgeRequest,
-        Vote,
     )
+    from contracts.session import Vote
 
 KEPT_CHARS = 2000  # of each action and observation in the result (the full ones are in the records)
 HISTORY_CHARS = 4000  # of earlier steps shown to the step judge
@@ -151,22 +154,22 @@ class EpisodeWorkflow:
         self.progress.phase = "done"
         return result
 
-    async def _call(self, name: str, arg: object, result_type: type, queue: str, timeout_s: float,
-                    retry: RetryPolicy, lost_after_s: float | None = None) -> object:
-        """A local activity in this worker's process (episodes on the env queue), else an activity on ``queue``."""
+    async def _call(self, act: Callable[..., Any], arg: object, queue: str, timeout_s: float,
+                    retry: RetryPolicy, lost_after_s: float | None = None) -> Any:
+        """The activity method ``act``: a local activity in this worker's process (episodes on the env queue), else an
+        activity on ``queue``."""
         if self.local:
-            return await workflow.execute_local_activity(
-                name, arg, result_type=result_type, start_to_close_timeout=timedelta(seconds=timeout_s),
-                retry_policy=retry)
-        return await workflow.execute_activity(
-            name, arg, result_type=result_type, task_queue=queue,
+            return await workflow.execute_local_activity_method(
+                act, arg, start_to_close_timeout=timedelta(seconds=timeout_s), retry_policy=retry)
+        return await workflow.execute_activity_method(
+            act, arg, task_queue=queue,
             schedule_to_start_timeout=None if lost_after_s is None else timedelta(seconds=lost_after_s),
             start_to_close_timeout=timedelta(seconds=timeout_s), retry_policy=retry)
 
-    async def _env(self, queue: str, name: str, arg: object, result_type: type, cfg: EpisodeConfig) -> object:
+    async def _env(self, queue: str, act: Callable[..., Any], arg: object, cfg: EpisodeConfig) -> Any:
         timeout = cfg.env_timeout_s + float(cfg.env_options.get("command_timeout_s", 10.0))
         try:
-            return await self._call(name, arg, result_type, queue, timeout, ENV_RETRY, cfg.env_lost_after_s)
+            return await self._call(act, arg, queue, timeout, ENV_RETRY, cfg.env_lost_after_s)
         except CALL_FAILED as err:
             if _lost(err):
                 raise EnvLost(str(err.cause or err)) from err
@@ -176,9 +179,9 @@ class EpisodeWorkflow:
         cfg = inp.config
         self.progress.phase, self.progress.steps = "reset", 0
         reset: EnvResetResult = await self._call(
-            "env_reset", EnvResetRequest(episode_id=inp.episode_id, env=cfg.env, task_id=inp.task_id, attempt=attempt,
+            EnvActivities.env_reset, EnvResetRequest(episode_id=inp.episode_id, env=cfg.env, task_id=inp.task_id, attempt=attempt,
                                          max_steps=cfg.max_steps, options=dict(cfg.env_options)),
-            EnvResetResult, cfg.env_queue, cfg.env_timeout_s, ENV_RETRY)
+            cfg.env_queue, cfg.env_timeout_s, ENV_RETRY)
         queue = reset.task_queue
         self.progress.worker_queue = queue
         ref = EnvEpisodeRef(episode_id=inp.episode_id, attempt=attempt)
@@ -189,18 +192,18 @@ class EpisodeWorkflow:
             for t in range(reset.max_steps):
                 self.progress.phase, self.progress.steps = "policy", t
                 pol: PolicyResult = await self._call(
-                    "policy_act", PolicyRequest(
+                    EpisodeActivities.policy_act, PolicyRequest(
                         run=cfg.run, episode_id=inp.episode_id, messages=list(messages), attempt=attempt,
                         step_index=t, env=cfg.env, task_id=inp.task_id, episode_index=inp.index, policy=cfg.policy,
                         scripted_error_rate=cfg.scripted_error_rate, seed=cfg.seed, seed_by_task=cfg.seed_by_task,
                         temperature=cfg.temperature,
                         max_new_tokens=cfg.max_new_tokens, max_context_tokens=cfg.max_context_tokens,
                         store_url=cfg.store_url),
-                    PolicyResult, cfg.policy_queue, cfg.policy_timeout_s, POLICY_RETRY)
+                    cfg.policy_queue, cfg.policy_timeout_s, POLICY_RETRY)
                 self.progress.phase = "env"
                 st: EnvStepResult = await self._env(
-                    queue, "env_step", EnvStepRequest(episode_id=inp.episode_id, attempt=attempt, step_index=t,
-                                                      action=pol.text), EnvStepResult, cfg)
+                    queue, EnvActivities.env_step, EnvStepRequest(episode_id=inp.episode_id, attempt=attempt,
+                                                                  step_index=t, action=pol.text), cfg)
                 messages += [{"role": "assistant", "content": pol.text}, {"role": "tool", "content": st.observation}]
                 step = EpisodeStep(index=t, action=_cut(pol.text), observation=_cut(st.observation),
                                    parse_error=str(st.info.get("parse_error", "")), policy_version=pol.policy_version,
@@ -213,7 +216,7 @@ class EpisodeWorkflow:
                 if st.done:
                     break
             self.progress.phase = "evaluate"
-            outcome: EnvOutcome = await self._env(queue, "env_evaluate", ref, EnvOutcome, cfg)
+            outcome: EnvOutcome = await self._env(queue, EnvActivities.env_evaluate, ref, cfg)
         except EnvLost:
             for task in votes:
                 task.cancel()
@@ -234,7 +237,7 @@ class EpisodeWorkflow:
 
     async def _close(self, queue: str, ref: EnvEpisodeRef, cfg: EpisodeConfig) -> None:
         try:
-            await self._env(queue, "env_close", ref, bool, cfg)
+            await self._env(queue, EnvActivities.env_close, ref, cfg)
         except (*CALL_FAILED, EnvLost) as err:  # the env worker reaps what is left
             workflow.logger.warning("env close failed", extra={"episode": ref.episode_id, "error": str(err)})
 
@@ -243,6 +246,6 @@ class EpisodeWorkflow:
 
     async def _vote(self, req: StepJudgeRequest, cfg: EpisodeConfig) -> Vote:
         try:
-            return await self._call("step_vote", req, Vote, cfg.judge_queue, cfg.judge_timeout_s, VOTE_RETRY)
+            return await self._call(EpisodeActivities.step_vote, req, cfg.judge_queue, cfg.judge_timeout_s, VOTE_RETRY)
         except CALL_FAILED as err:  # a failed vote is left out of the mean; it never fails the episode
             return Vote(raw="", score=None, error=str(err.cause or err)[:500])

@@ -8,17 +8,17 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from contracts import PingInput, PingOutput
+    from activities.health import HealthActivities
+    from contracts.health import PingInput, PingOutput
 
 
 @workflow.defn
 class PingWorkflow:
     @workflow.run
     async def run(self, inp: PingInput) -> PingOutput:
-        return await workflow.execute_activity(
-            "ping",
+        return await workflow.execute_activity_method(
+            HealthActivities.ping,
             inp,
-            result_type=PingOutput,
             start_to_close_timeout=timedelta(seconds=10),
             retry_policy=RetryPolicy(maximum_attempts=3),
         )

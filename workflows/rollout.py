@@ -29,11 +29,11 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
+    from activities.episode import EnvActivities, EpisodeActivities
     from rlcore.general import Trajectory, step_index_advantages
-    from contracts import (
+    from contracts.episode import (
         EPISODE_WORKFLOW,
         ROLLOUT_WORKFLOW,
-        SAMPLES_AVAILABLE_SIGNAL,
         EnvTasksRequest,
         EnvTasksResult,
         EpisodeInput,
@@ -44,8 +44,8 @@ with workflow.unsafe.imports_passed_through():
         RolloutInput,
         RolloutResult,
         episode_workflow_id,
-        training_workflow_id,
     )
+    from contracts.training import SAMPLES_AVAILABLE_SIGNAL, training_workflow_id
 
 IO_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
                        maximum_attempts=0, non_retryable_error_types=["ValueError", "KeyError", "FileNotFoundError"])
@@ -80,8 +80,8 @@ class RolloutWorkflow:
         cfg = replace(inp.episode, run=inp.run, env=inp.env)
         tasks = list(inp.tasks)
         if not tasks:
-            found: EnvTasksResult = await workflow.execute_activity(
-                "env_tasks", EnvTasksRequest(env=inp.env, split=inp.split), result_type=EnvTasksResult,
+            found: EnvTasksResult = await workflow.execute_activity_method(
+                EnvActivities.env_tasks, EnvTasksRequest(env=inp.env, split=inp.split),
                 task_queue=cfg.env_queue, start_to_close_timeout=timedelta(seconds=60), retry_policy=IO_RETRY)
             tasks = found.task_ids
         if 0 < inp.sample_tasks < len(tasks):  # both choices are the same on replay
@@ -122,11 +122,11 @@ class RolloutWorkflow:
         if not inp.write_samples:
             return out
         for group_id, episodes in group_samples(results).items():
-            written: GroupSamplesResult = await workflow.execute_activity(
-                "write_group_samples", GroupSamplesRequest(run=inp.run, group_id=group_id, env=inp.env,
-                                                           reward_mode=cfg.reward, store_url=cfg.store_url,
-                                                           episodes=episodes),
-                result_type=GroupSamplesResult, task_queue=cfg.judge_queue,
+            written: GroupSamplesResult = await workflow.execute_activity_method(
+                EpisodeActivities.write_group_samples,
+                GroupSamplesRequest(run=inp.run, group_id=group_id, env=inp.env, reward_mode=cfg.reward,
+                                    store_url=cfg.store_url, episodes=episodes),
+                task_queue=cfg.judge_queue,
                 start_to_close_timeout=timedelta(seconds=300), retry_policy=IO_RETRY)
             out.samples_written += written.written
             out.steps_dropped += written.dropped

@@ -22,13 +22,12 @@ from temporalio.common import RetryPolicy, SearchAttributeKey
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from activities.session import SessionActivities
     from rlcore.judging import decide_emission, majority, select_hint
-    from contracts import (
-        SAMPLES_AVAILABLE_SIGNAL,
+    from contracts.session import (
         SESSION_TURN_SIGNAL,
         SESSION_WORKFLOW,
         EmitRequest,
-        EmitResult,
         JudgeRequest,
         SessionInput,
         SessionStatus,
@@ -36,8 +35,10 @@ with workflow.unsafe.imports_passed_through():
         TeacherResult,
         TurnRef,
         Vote,
-        training_workflow_id,
     )
+    from contracts.training import SAMPLES_AVAILABLE_SIGNAL, training_workflow_id
+
+VOTE_ACTIVITY = {"prm": SessionActivities.prm_vote, "hint": SessionActivities.hint_vote}  # by the vote's kind
 
 SA_SESSION = SearchAttributeKey.for_keyword("OpenclawSession")
 SA_USER = SearchAttributeKey.for_keyword("OpenclawUser")
@@ -148,18 +149,18 @@ class SessionWorkflow:
             decision = decide_emission(cfg.method, eval_score, hint)
             teacher: TeacherResult | None = None
             if decision.emit and decision.use_teacher and hint:
-                teacher = await workflow.execute_activity(
-                    "teacher_logprobs", TeacherRequest(turn=turn, hint=hint, temperature=cfg.teacher_temperature),
-                    result_type=TeacherResult,
+                teacher = await workflow.execute_activity_method(
+                    SessionActivities.teacher_logprobs,
+                    TeacherRequest(turn=turn, hint=hint, temperature=cfg.teacher_temperature),
                     task_queue=cfg.judge_queue, start_to_close_timeout=timedelta(seconds=cfg.judge_timeout_s),
                     retry_policy=IO_RETRY)
-            result = await workflow.execute_activity(
-                "emit_sample",
+            result = await workflow.execute_activity_method(
+                SessionActivities.emit_sample,
                 EmitRequest(run=cfg.run, session_id=s.session_id, user=s.user, turn_index=index, turn=turn,
                             method=cfg.method, next_state=next_state, prm_votes=prm_votes, hint_votes=hint_votes,
                             eval_score=eval_score, hint=hint, emit=decision.emit, kind=decision.kind or "",
                             reward=decision.reward, reason=decision.reason, teacher=teacher),
-                result_type=EmitResult, task_queue=cfg.judge_queue,
+                task_queue=cfg.judge_queue,
                 start_to_close_timeout=timedelta(seconds=cfg.judge_timeout_s),
                 retry_policy=IO_RETRY)
             if result.written:
@@ -183,10 +184,10 @@ class SessionWorkflow:
         s = self.state
         assert s is not None
         try:
-            return await workflow.execute_activity(
-                f"{kind}_vote", JudgeRequest(session_id=s.session_id, turn_index=index, turn=turn,
-                                             next_state=next_state, vote_index=i, kind=kind),
-                result_type=Vote, task_queue=s.config.judge_queue,
+            return await workflow.execute_activity_method(
+                VOTE_ACTIVITY[kind], JudgeRequest(session_id=s.session_id, turn_index=index, turn=turn,
+                                                  next_state=next_state, vote_index=i, kind=kind),
+                task_queue=s.config.judge_queue,
                 start_to_close_timeout=timedelta(seconds=s.config.judge_timeout_s), retry_policy=VOTE_RETRY)
         except ActivityError as err:  # a failed vote counts as failed; it never aborts the turn
             return Vote(raw="", score=None, error=str(err.cause or err)[:500])
@@ -194,10 +195,10 @@ class SessionWorkflow:
     async def _close_pending(self, index: int, turn: TurnRef) -> None:
         s = self.state
         assert s is not None
-        await workflow.execute_activity(
-            "emit_sample",
+        await workflow.execute_activity_method(
+            SessionActivities.emit_sample,
             EmitRequest(run=s.config.run, session_id=s.session_id, user=s.user, turn_index=index, turn=turn,
                         method=s.config.method, emit=False, reason="no next state: session closed"),
-            result_type=EmitResult, task_queue=s.config.judge_queue,
+            task_queue=s.config.judge_queue,
             start_to_close_timeout=timedelta(seconds=s.config.judge_timeout_s),
             retry_policy=IO_RETRY)

@@ -33,18 +33,15 @@ from temporalio.common import RetryPolicy, SearchAttributeKey
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
-    from contracts import (
-        ROLLOUT_WORKFLOW,
+    from activities.training import StoreActivities, TrainerActivities
+    from contracts.episode import ROLLOUT_WORKFLOW, RolloutResult, RolloutSummary
+    from contracts.training import (
         SAMPLES_AVAILABLE_SIGNAL,
         TRAINING_WORKFLOW,
         ControlRequest,
         HparamsUpdate,
         PushWeightsInput,
-        PushWeightsOutput,
-        RolloutResult,
-        RolloutSummary,
         SealInput,
-        SealOutput,
         SelectBatchInput,
         SelectBatchOutput,
         StepSummary,
@@ -267,23 +264,24 @@ class TrainingWorkflow:
     async def _select(self) -> SelectBatchOutput:
         s = self.state
         assert s is not None
-        return await workflow.execute_activity(
-            "select_batch", SelectBatchInput(run=s.run, store_url=s.store_url, policy_version=s.policy_version,
-                                             batch_size=s.batch_size, max_staleness=s.max_staleness,
-                                             take_all=s.rollout is not None and s.rollout_mode == "sync"),
-            result_type=SelectBatchOutput, start_to_close_timeout=timedelta(seconds=120), retry_policy=IO_RETRY)
+        return await workflow.execute_activity_method(
+            StoreActivities.select_batch,
+            SelectBatchInput(run=s.run, store_url=s.store_url, policy_version=s.policy_version,
+                             batch_size=s.batch_size, max_staleness=s.max_staleness,
+                             take_all=s.rollout is not None and s.rollout_mode == "sync"),
+            start_to_close_timeout=timedelta(seconds=120), retry_policy=IO_RETRY)
 
     async def _train(self, sel: SelectBatchOutput) -> bool:
         s = self.state
         assert s is not None
         self.phase = "training"
         try:
-            out = await workflow.execute_activity(
-                "train_step", TrainStepInput(
+            out = await workflow.execute_activity_method(
+                TrainerActivities.train_step, TrainStepInput(
                     run=s.run, step=s.step + 1, policy_version=s.policy_version, sample_ids=sel.sample_ids,
                     versions=sel.versions, model_path=s.model_path, store_url=s.store_url, resume_from=s.checkpoint,
                     hparams=hparams_of(s)),
-                result_type=TrainStepOutput, task_queue=s.trainer_queue,
+                task_queue=s.trainer_queue,
                 start_to_close_timeout=timedelta(seconds=s.step_timeout_s),
                 heartbeat_timeout=timedelta(seconds=s.heartbeat_timeout_s), retry_policy=TRAIN_RETRY)
         except ActivityError as err:
@@ -307,10 +305,11 @@ class TrainingWorkflow:
         self.phase = "pushing"
         if s.engines:
             try:
-                push = await workflow.execute_activity(
-                    "push_weights", PushWeightsInput(engines=list(s.engines), checkpoint=s.checkpoint,
-                                                     store_url=s.store_url, weight_version=str(s.checkpoint_version)),
-                    result_type=PushWeightsOutput, start_to_close_timeout=timedelta(seconds=s.push_timeout_s),
+                push = await workflow.execute_activity_method(
+                    StoreActivities.push_weights,
+                    PushWeightsInput(engines=list(s.engines), checkpoint=s.checkpoint, store_url=s.store_url,
+                                     weight_version=str(s.checkpoint_version)),
+                    start_to_close_timeout=timedelta(seconds=s.push_timeout_s),
                     retry_policy=PUSH_RETRY)
             except ActivityError as err:
                 self._fail(f"push of version {s.checkpoint_version}", err)
@@ -325,12 +324,12 @@ class TrainingWorkflow:
         assert s is not None
         self.phase = "sealing"
         through = s.policy_version - 1 - s.max_staleness
-        out = await workflow.execute_activity(
-            "seal_version", SealInput(
+        out = await workflow.execute_activity_method(
+            StoreActivities.seal_version, SealInput(
                 run=s.run, store_url=s.store_url, samples_through=through, records_through=s.policy_version - 1,
                 sealed_through=s.sealed_through,
                 checkpoints_before_step=s.step - s.keep_checkpoints + 1 if s.keep_checkpoints > 0 else 0),
-            result_type=SealOutput, start_to_close_timeout=timedelta(seconds=300), retry_policy=IO_RETRY)
+            start_to_close_timeout=timedelta(seconds=300), retry_policy=IO_RETRY)
         s.excluded_stale += out.untrained_archived
         s.sealed_through = max(s.sealed_through, through)
 

@@ -154,7 +154,7 @@ class GeneralExperiment:
         return {"run": run, "reward": reward, "seed": seed, **info, "wall_s": round(time.monotonic() - t0, 1)}
 
     def _episode(self, reward: str, seed: int, evaluation: bool) -> Any:
-        from contracts import EpisodeConfig
+        from contracts.episode import EpisodeConfig
 
         cfg, s = self.cfg, self.s
         return EpisodeConfig(env=cfg.env, reward="outcome" if evaluation else reward,
@@ -196,12 +196,7 @@ class GeneralExperiment:
 
     async def _evaluate(self, client: Any, run: str, seed: int, phase: str, common: dict[str, Any], steps: int,
                         version: int = 0, trained: int = 0) -> dict[str, Any]:
-        from contracts import (
-            ROLLOUT_WORKFLOW,
-            RolloutInput,
-            RolloutResult,
-            rollout_workflow_id,
-        )
+        from contracts.episode import ROLLOUT_WORKFLOW, RolloutInput, RolloutResult, rollout_workflow_id
 
         rid = f"{run}-eval-{phase}"
         inp = RolloutInput(run=run, env=self.cfg.env, tasks=list(self.eval_ids), n=self.cfg.eval_episodes,
@@ -234,10 +229,10 @@ class GeneralExperiment:
 
     async def _train(self, client: Any, run: str, reward: str, seed: int, model: Path,
                      started: list[str]) -> tuple[Any, dict[int, Any], str]:
-        from contracts import (
+        from contracts.episode import RolloutInput
+        from contracts.training import (
             TRAINING_WORKFLOW,
             ControlRequest,
-            RolloutInput,
             TrainingInput,
             TrainingStatus,
             training_workflow_id,

@@ -285,7 +285,7 @@ TRAINER_OPTIONS = ("clip_eps", "clip_eps_high", "kl_estimator", "loss_agg", "ppo
 def trainer_options(options: dict[str, Any] | list[str]) -> dict[str, Any]:
     """``KEY=VALUE`` strings (or a dict) -> TrainingInput fields of the right type; an unknown key or a value that is
     not of the field's type is a ValueError that names it."""
-    from contracts import TrainingInput
+    from contracts.training import TrainingInput
 
     return typed_options(options, TrainingInput(run="", method="combined"), TRAINER_OPTIONS, "trainer option")
 
@@ -507,7 +507,7 @@ class Experiment:
                         sessions: list[str], bar: Any, trainer: "RunTrainer") -> None:
         from envs.personal.users import make_user
         from openclaw_rl.turns import session_id_for
-        from contracts import session_workflow_id
+        from contracts.session import session_workflow_id
 
         key_id = key.split("-")[1]
         gate, pace = asyncio.Semaphore(max(1, self.cfg.concurrency)), asyncio.Lock()
@@ -656,7 +656,7 @@ class RunTrainer:
         self.ended: Any = None
 
     async def start(self) -> None:
-        from contracts import TRAINING_WORKFLOW, TrainingInput, TrainingStatus, training_workflow_id
+        from contracts.training import TRAINING_WORKFLOW, TrainingInput, TrainingStatus, training_workflow_id
 
         cfg = self.cfg
         inp = TrainingInput(run=self.run, method=self.method, batch_size=cfg.batch_size, store_url=self.store_url,
@@ -668,7 +668,7 @@ class RunTrainer:
                                                        result_type=TrainingStatus)
 
     async def status(self) -> Any:
-        from contracts import TrainingStatus
+        from contracts.training import TrainingStatus
 
         if self.handle is None:
             return self.ended
@@ -676,7 +676,7 @@ class RunTrainer:
 
     async def _select(self, policy_version: int, batch_size: int) -> Any:
         from activities.training import select_batch
-        from contracts import SelectBatchInput
+        from contracts.training import SelectBatchInput
 
         return await asyncio.to_thread(select_batch, self.store, SelectBatchInput(
             run=self.run, store_url=self.store_url, policy_version=policy_version, batch_size=batch_size,
@@ -684,7 +684,7 @@ class RunTrainer:
 
     async def _until(self, ready: Any, timeout_s: float, failure: str) -> Any:
         """Nudge the run (samples-available signal) until ``await ready(status)`` holds; returns that status."""
-        from contracts import SAMPLES_AVAILABLE_SIGNAL
+        from contracts.training import SAMPLES_AVAILABLE_SIGNAL
 
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -707,7 +707,7 @@ class RunTrainer:
     async def flush(self, minimum: int, timeout_s: float = 900.0) -> Any:
         """One last step on the untrained samples left (fewer than a batch) when there are at least ``minimum``: the
         run's batch size is set to their number for that step (``set_hparams``); returns the run's status after it."""
-        from contracts import HparamsUpdate
+        from contracts.training import HparamsUpdate
 
         first = await self.status()
         left = (await self._select(first.policy_version, 1 << 30)).available
@@ -723,7 +723,7 @@ class RunTrainer:
 
     async def end(self) -> Any:
         """Stop the run at a step boundary and return its final status (terminate it if it does not stop)."""
-        from contracts import ControlRequest
+        from contracts.training import ControlRequest
 
         if self.handle is None:
             return self.ended

@@ -182,7 +182,7 @@ def _train_one_step(stack: dict[str, Any], batch_size: int) -> Any:
     """A training run (the workflow `openclaw-rl train start` starts) for one step over ``batch_size`` samples; its
     final status."""
     from cli.temporal import connect
-    from contracts import TRAINING_WORKFLOW, TrainingInput, TrainingStatus, training_workflow_id
+    from contracts.training import TRAINING_WORKFLOW, TrainingInput, TrainingStatus, training_workflow_id
 
     s = stack["settings"]
     inp = TrainingInput(run=RUN, method="combined", batch_size=batch_size, max_steps=1, lr=1e-4, poll_s=1.0,
@@ -204,7 +204,7 @@ def test_openclaw_session_is_served_judged_and_trained(openclaw: Install, stack:
                                                        tmp_path: Path) -> None:
     from openclaw_rl.generation_defaults import load_sampling_defaults
     from openclaw_rl.keys import KeyStore
-    from contracts import policy_version_of
+    from contracts.training import policy_version_of
 
     key = KeyStore.in_runtime_dir(stack["settings"].runtime_dir).add("openclaw")
     key_id = key.split("-")[1]

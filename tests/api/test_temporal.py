@@ -24,7 +24,7 @@ from openclaw_rl.settings import Settings
 from openclaw_rl.store import ObjectStore
 from tests.api.test_fake_engine import ScriptedPolicy
 from tests.api.test_spool import ListRecords
-from contracts import SESSION_TURN_SIGNAL, SessionInput, TurnRef, session_workflow_id
+from contracts.session import SESSION_TURN_SIGNAL, SessionInput, TurnRef, session_workflow_id
 
 
 @workflow.defn(name="SessionWorkflow")

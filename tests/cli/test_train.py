@@ -20,7 +20,7 @@ from activities.training import StoreCache
 from openclaw_rl.settings import get_settings
 from cli.train import app
 from tests.workflows.test_training import orchestrator_worker
-from contracts import ControlRequest, HparamsUpdate, TrainingStatus
+from contracts.training import ControlRequest, HparamsUpdate, TrainingStatus
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from activities.training import StoreCache
 from openclaw_rl.policy_client import PolicyClient
 from tests.model_factory import make_random_qwen3, running_engine
 from workers.main import env_queue_worker
-from contracts import EpisodeConfig, RolloutInput, RolloutResult
+from contracts.episode import EpisodeConfig, RolloutInput, RolloutResult
 from workflows.episode import EpisodeWorkflow
 from workflows.rollout import RolloutWorkflow
 

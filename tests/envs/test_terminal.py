@@ -165,7 +165,7 @@ async def test_the_heuristic_step_judge_votes_down_a_repeat_that_changes_nothing
     +1; the same call again with the same output -1 (no progress); the same call after the output changed +1."""
     from activities.judges import HeuristicJudge
     from rlcore.judging import parse_score
-    from contracts import EpisodeStep
+    from contracts.episode import EpisodeStep
     from workflows.episode import judge_request
 
     env.reset(scratch())
@@ -188,7 +188,7 @@ async def test_a_repeat_whose_output_differs_only_by_the_clock_is_still_a_repeat
     a command whose output changes in a real number is no repeat."""
     from activities.judges import HeuristicJudge
     from rlcore.judging import parse_score
-    from contracts import EpisodeStep
+    from contracts.episode import EpisodeStep
     from workflows.episode import judge_request
 
     env.reset(scratch())

@@ -11,7 +11,7 @@ from activities.training import AlreadyTrainedError, checkpoint_prefix, seal_ver
 from openclaw_rl.records import RecordWriter, record_versions
 from openclaw_rl.samples import Sample, SampleReader, SampleWriter, TrainedLedger
 from openclaw_rl.store import LocalStore
-from contracts import SealInput, SelectBatchInput
+from contracts.training import SealInput, SelectBatchInput
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -95,7 +95,7 @@ def test_train_step_on_s3_uploads_is_effectively_once_and_resumes(s3_server, ran
     from activities.training import StoreCache, TrainerActivities
     from openclaw_rl.store import ObjectStore
     from trainer.torch_backend import read_state
-    from contracts import TrainHparams, TrainStepInput
+    from contracts.training import TrainHparams, TrainStepInput
 
     torch.set_num_threads(1)
     creds = {"endpoint_url": s3_server["endpoint_url"], "access_key_id": "test", "secret_access_key": "test"}

@@ -60,7 +60,7 @@ def test_majority_two_against_one() -> None:
     result = judge_votes([r"\boxed{1}", r"\boxed{-1}", r"ok \boxed{1}"])
     assert result.score == 1
     assert [v.score for v in result.votes] == [1, -1, 1]
-    assert result.votes[2].text == r"ok \boxed{1}"
+    assert result.votes[2].raw == r"ok \boxed{1}"
     assert judge_votes([r"\boxed{-1}", r"\boxed{-1}", r"\boxed{1}"]).score == -1
 
 

@@ -12,7 +12,7 @@ import torch
 
 from trainer.batch import collate, response_logprobs
 from trainer.torch_backend import TorchBackend, TrainConfig
-from contracts import TrainHparams, TrainingInput
+from contracts.training import TrainHparams, TrainingInput
 
 torch.set_num_threads(1)
 

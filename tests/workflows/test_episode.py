@@ -41,7 +41,7 @@ from openclaw_rl.policy_client import PolicyClient
 from openclaw_rl.samples import SampleReader
 from rlcore.general import Trajectory, step_index_advantages, step_reward
 from workers.main import build_env_workers, env_activities, env_queue_worker
-from contracts import (
+from contracts.episode import (
     EpisodeConfig,
     EpisodeInput,
     EpisodeProgress,
@@ -50,9 +50,9 @@ from contracts import (
     PolicyResult,
     RolloutResult,
     StepJudgeRequest,
-    Vote,
     episode_workflow_id,
 )
+from contracts.session import Vote
 from workflows.episode import EpisodeWorkflow
 from workflows.rollout import RolloutWorkflow
 

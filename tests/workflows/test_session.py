@@ -21,8 +21,8 @@ from activities.session import SessionActivities, sample_id_for
 from openclaw_rl.policy_client import PolicyClient, SamplingParams
 from openclaw_rl.samples import SampleReader
 from openclaw_rl.store import ObjectStore
-from contracts import SessionConfig, SessionInput, SessionStatus, TurnPayload, TurnRef, policy_version_of, \
-    session_workflow_id
+from contracts.session import SessionConfig, SessionInput, SessionStatus, TurnPayload, TurnRef, session_workflow_id
+from contracts.training import policy_version_of
 from workflows.session import SessionWorkflow
 
 HISTORY_DIR = Path(__file__).parent / "histories"

@@ -29,7 +29,8 @@ from openclaw_rl.samples import SampleReader, TrainedLedger
 from openclaw_rl.store import LocalStore
 from tests.model_factory import running_engine
 from workers.main import env_queue_worker
-from contracts import TRAINING_WORKFLOW, ControlRequest, EpisodeConfig, RolloutInput, TrainingInput, TrainingStatus
+from contracts.episode import EpisodeConfig, RolloutInput
+from contracts.training import TRAINING_WORKFLOW, ControlRequest, TrainingInput, TrainingStatus
 from workflows.episode import EpisodeWorkflow
 from workflows.rollout import RolloutWorkflow
 from workflows.training import TrainingWorkflow
