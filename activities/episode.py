@@ -34,6 +34,7 @@ from activities.clients import EngineAndJudge
 from activities.judges import Judge
 from envs.base import Env, make_env, scripted_policy, task_suite
 from openclaw_rl.policy_client import PolicyEngineError, SamplingParams
+from openclaw_rl.versions import policy_version_of
 from rlcore.judging import parse_score
 from contracts.episode import (
     EnvEpisodeRef,
@@ -51,7 +52,6 @@ from contracts.episode import (
     StepJudgeRequest,
 )
 from contracts.session import Vote
-from contracts.training import policy_version_of
 
 
 class EpisodeNotFoundError(Exception):

@@ -22,6 +22,8 @@ from typing import Protocol
 
 import httpx
 
+from rlcore.messages import message_text
+
 from contracts.episode import StepJudgeRequest
 from contracts.session import JudgeRequest
 
@@ -35,13 +37,11 @@ class Judge(Protocol):
 
 
 def next_state_text(next_state: list[dict]) -> str:
+    """The next state as the judge reads it: user messages as they are, tool results marked ``[tool result]``."""
     parts = []
     for msg in next_state:
-        content = msg.get("content")
-        if isinstance(content, list):
-            content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
-        role = msg.get("role", "user")
-        parts.append(content or "" if role == "user" else f"[tool result] {content or ''}")
+        text = message_text(msg)
+        parts.append(text if msg.get("role", "user") == "user" else f"[tool result] {text}")
     return "\n".join(p for p in parts if p).strip()
 
 

@@ -19,16 +19,19 @@ from typing import Any
 
 import anyio
 from fastapi import Request
+from fastapi.responses import JSONResponse
 from starlette.responses import StreamingResponse
-from starlette.types import Send
+from starlette.types import Receive, Scope, Send
 
 from api.deps import Gateway
 from api.errors import ContextLengthExceeded, OpenAIError, bad_request, engine_error, error_body
 from api.render import DeltaStream, RenderError, ToolCallStream, split_tool_calls, template_messages
 from api.schemas import (AssistantMessage, ChatCompletion, ChatCompletionRequest, Choice, PromptTokensDetails, ToolCallOut,
                          Usage)
+from api.security import header_value
 from api.sink import TurnJob
 from openclaw_rl.keys import ApiKey
+from openclaw_rl.versions import policy_fingerprint, policy_version_of
 from openclaw_rl.logs import get_logger
 from openclaw_rl.policy_client import SamplingParams
 from openclaw_rl.turns import (
@@ -40,7 +43,7 @@ from openclaw_rl.turns import (
     session_id_for,
     strip_internal_context,
 )
-from contracts import TurnPayload, TurnRef, policy_version_of
+from contracts.session import TurnPayload, TurnRef
 
 log = get_logger("gateway.chat")
 
@@ -153,6 +156,28 @@ def _record_rejection(gw: Gateway, e: ContextLengthExceeded, *, user: ApiKey, se
             log.exception("event record failed", session=session_id)
 
 
+def _record_engine_failure(gw: Gateway, t: PreparedTurn, err: OpenAIError, *, stream: bool,
+                           completion_tokens: int) -> None:
+    """Write an ``events`` record (``event = 'engine_failed'``) of a turn the engine broke: the client got an error
+    (a 5xx, or an error event mid-stream), so the turn goes neither to its session workflow nor to the ``turns``
+    view, and this record is its only trace in the store."""
+    record = {"event": "engine_failed", "source": "gateway", "message": str(err.detail), "code": err.code,
+              "status": err.status_code, "request_id": t.request_id, "session": t.session_id, "user": t.user.key_id,
+              "user_name": t.user.name, "turn_type": t.turn_type, "model": gw.model_name,
+              "prompt_tokens": len(t.prompt_ids), "max_tokens": t.sampling.max_new_tokens,
+              "completion_tokens": completion_tokens, "stream": stream}
+    if gw.records is not None:
+        try:
+            gw.records.append("events", record)
+        except Exception:  # noqa: BLE001 - a record must never change the answer
+            log.exception("event record failed", session=t.session_id)
+
+
+def _engine_failure(err: BaseException) -> OpenAIError | None:
+    """The error when it is the engine's (``engine_*`` codes), else None."""
+    return err if isinstance(err, OpenAIError) and str(err.code or "").startswith("engine_") else None
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Hand-off (runs in the sink's worker thread, after the reply)
 # ---------------------------------------------------------------------------------------------------------------------
@@ -225,7 +250,7 @@ async def _call_engine(gw: Gateway, request: Request, rid: str, call: Awaitable[
     except (OpenAIError, ClientGone):
         raise
     except Exception as e:
-        raise engine_error(e) from e
+        raise engine_error(e, rid) from e
 
 
 class ClientGone(Exception):
@@ -242,24 +267,41 @@ def _finish(raw_reason: Any, calls: list[dict[str, Any]]) -> str:
     return reason if reason in ("stop", "length") else "stop"
 
 
-async def complete(gw: Gateway, t: PreparedTurn, request: Request) -> ChatCompletion:
-    gen = await _call_engine(gw, request, t.request_id, gw.policy.generate(t.prompt_ids, t.sampling,
-                                                                           rid=t.request_id))
-    content, calls = split_tool_calls(gen.text) if t.parse_tools else (gen.text, [])
-    finish = _finish(gen.finish_reason, calls)
+def reply_headers(t: PreparedTurn) -> dict[str, str]:
+    """``X-Session-Id`` echoes the namespaced session id, percent-encoded where it is not printable ASCII."""
+    return {"X-Session-Id": header_value(t.session_id)}
+
+
+async def complete(gw: Gateway, t: PreparedTurn, request: Request) -> JSONResponse:
+    """The whole reply. The response is built before the turn is handed on, so a turn is recorded only when its
+    reply can be sent. ``X-Engine-Time-Ms`` says how long the engine call took (the rest is the gateway's)."""
+    started = time.perf_counter()
+    try:
+        gen = await _call_engine(gw, request, t.request_id, gw.policy.generate(t.prompt_ids, t.sampling,
+                                                                               rid=t.request_id))
+        engine_ms = (time.perf_counter() - started) * 1000.0
+        content, calls = split_tool_calls(gen.text) if t.parse_tools else (gen.text, [])
+        finish = _finish(gen.finish_reason, calls)
+    except OpenAIError as e:
+        if _engine_failure(e):
+            _record_engine_failure(gw, t, e, stream=False, completion_tokens=0)
+        raise
     done = Completed(output_ids=list(gen.output_ids), output_logprobs=list(gen.output_logprobs), text=gen.text,
                      finish_reason=finish, weight_version=str(gen.weight_version),
                      content=(content or None) if calls else content, tool_calls=calls,
                      cached_tokens=gen.cached_tokens)
-    gw.sink.submit(turn_job(gw, t, done))
     message = AssistantMessage(content=done.content,
                                tool_calls=[ToolCallOut.model_validate(c) for c in calls] or None)
-    return ChatCompletion(
+    reply = ChatCompletion(
         id=t.request_id, created=int(t.created_at), model=gw.model_name,
-        system_fingerprint=f"policy-{gen.weight_version}", choices=[Choice(message=message, finish_reason=finish)],
+        system_fingerprint=policy_fingerprint(gen.weight_version), choices=[Choice(message=message, finish_reason=finish)],
         usage=Usage(prompt_tokens=len(t.prompt_ids), completion_tokens=len(gen.output_ids),
                     total_tokens=len(t.prompt_ids) + len(gen.output_ids),
                     prompt_tokens_details=PromptTokensDetails(cached_tokens=gen.cached_tokens)))
+    response = JSONResponse(reply.model_dump(mode="json"),
+                            headers={**reply_headers(t), "X-Engine-Time-Ms": f"{engine_ms:.3f}"})
+    gw.sink.submit(turn_job(gw, t, done))
+    return response
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -267,9 +309,18 @@ async def complete(gw: Gateway, t: PreparedTurn, request: Request) -> ChatComple
 # ---------------------------------------------------------------------------------------------------------------------
 
 class EventStreamResponse(StreamingResponse):
-    """A streaming response that always closes its generator, so an engine request is aborted on disconnect."""
+    """A streaming response that always closes its generator, so an engine request is aborted on disconnect, and
+    calls ``on_close`` (the per-key concurrency slot's release) when it is done, however it ends."""
 
     media_type = "text/event-stream"
+    on_close: Any = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if self.on_close is not None:
+                self.on_close()
 
     async def stream_response(self, send: Send) -> None:
         try:
@@ -298,18 +349,22 @@ class _Chunks:
         return f"data: {json.dumps(chunk, separators=(',', ':'))}\n\n"
 
 
-async def open_stream(gw: Gateway, t: PreparedTurn, request: Request) -> EventStreamResponse:
+async def open_stream(gw: Gateway, t: PreparedTurn, request: Request, on_close: Any = None) -> EventStreamResponse:
     """Start the engine stream before answering, so an unreachable engine is a proper 503, not a broken stream."""
+    headers = {**reply_headers(t), "Cache-Control": "no-cache"}
     engine = gw.policy.generate_stream(t.prompt_ids, t.sampling, rid=t.request_id)
     try:
         first = await _call_engine(gw, request, t.request_id, engine.__anext__())
     except StopAsyncIteration:
         first = None
-    except BaseException:
+    except BaseException as e:
         await engine.aclose()
+        if (err := _engine_failure(e)) is not None:
+            _record_engine_failure(gw, t, err, stream=True, completion_tokens=0)
         raise
-    return EventStreamResponse(_stream(gw, t, engine, first), headers={"X-Session-Id": t.session_id,
-                                                                        "Cache-Control": "no-cache"})
+    response = EventStreamResponse(_stream(gw, t, engine, first), headers=headers)
+    response.on_close = on_close
+    return response
 
 
 async def _stream(gw: Gateway, t: PreparedTurn, engine: AsyncIterator[Any], first: Any) -> AsyncIterator[str]:
@@ -331,7 +386,7 @@ async def _stream(gw: Gateway, t: PreparedTurn, engine: AsyncIterator[Any], firs
             logprobs.extend(chunk.output_logprobs)
             text.append(chunk.text)
             version = chunk.weight_version or version
-            chunks.fingerprint = f"policy-{version}"
+            chunks.fingerprint = policy_fingerprint(version)
             pending += "".join(chunks.event(delta) for delta in deltas.feed(chunk.text))
             if chunk.finished:
                 reason, cached = chunk.finish_reason, chunk.cached_tokens
@@ -350,8 +405,9 @@ async def _stream(gw: Gateway, t: PreparedTurn, engine: AsyncIterator[Any], firs
             pending += chunks.usage(len(t.prompt_ids), len(ids), cached)
         yield pending + "data: [DONE]\n\n"
     except Exception as e:  # noqa: BLE001 - headers are sent: report in-band, as OpenAI does
-        err = e if isinstance(e, OpenAIError) else engine_error(e)
+        err = e if isinstance(e, OpenAIError) else engine_error(e, t.request_id)
         log.warning("stream failed", request_id=t.request_id, error=str(err.detail))
+        _record_engine_failure(gw, t, err, stream=True, completion_tokens=len(ids))
         yield f"data: {json.dumps(error_body(str(err.detail), err.type, None, err.code))}\n\n"
     finally:
         if not finished:

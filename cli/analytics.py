@@ -62,7 +62,8 @@ RECORD_COLUMNS = {
                   "sample_id VARCHAR, reward DOUBLE, hint VARCHAR, hint_accepted BOOLEAN, method VARCHAR, "
                   + _RECORD_COMMON,
     "events": "event VARCHAR, source VARCHAR, message VARCHAR, session VARCHAR, user VARCHAR, turn_type VARCHAR, "
-              "model VARCHAR, prompt_tokens BIGINT, max_tokens BIGINT, context_length BIGINT, " + _RECORD_COMMON,
+              "model VARCHAR, prompt_tokens BIGINT, max_tokens BIGINT, context_length BIGINT, stream BOOLEAN, "
+              "code VARCHAR, request_id VARCHAR, completion_tokens BIGINT, " + _RECORD_COMMON,
 }
 TRAINED_COLUMNS = "sample_id VARCHAR, step BIGINT, trained_at TIMESTAMPTZ, run VARCHAR"
 EXPERIMENT_COLUMNS = ("experiment VARCHAR, setting VARCHAR, method VARCHAR, seed BIGINT, run VARCHAR, "
@@ -179,10 +180,7 @@ def open_duckdb(source: "Settings | ObjectStore | str | None" = None) -> "duckdb
     if isinstance(source, ObjectStore):
         store = source
     elif isinstance(source, str):
-        s = get_settings()
-        store = ObjectStore.from_url(source, endpoint_url=s.s3_endpoint_url,
-                                     access_key_id=s.aws_access_key_id.get_secret_value(),
-                                     secret_access_key=s.aws_secret_access_key.get_secret_value(), region=s.aws_region)
+        store = store_from_settings(get_settings(), source)
     else:
         store = store_from_settings(source if isinstance(source, Settings) else None)
     con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,

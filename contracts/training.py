@@ -264,11 +264,3 @@ class TrainingStatus:
     recent_rollouts: list[RolloutSummary] = field(default_factory=list)
 
 
-def policy_version_of(weight_version: str | int | None) -> int:
-    """Engines report `weight_version` as a string (SGLang starts at "default"); policy versions are integers."""
-    try:
-        return int(weight_version)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return 0
-
-

@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from rlcore.messages import message_text
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
@@ -146,10 +148,7 @@ class ChatMessage(BaseModel):
     content: str | list[dict[str, Any]] | None = None
 
     def flat(self) -> dict[str, Any]:
-        content = self.content
-        if isinstance(content, list):
-            content = "".join(p.get("text", "") for p in content if p.get("type") in ("text", "input_text"))
-        return {**(self.model_extra or {}), "role": self.role, "content": content or ""}
+        return {**(self.model_extra or {}), "role": self.role, "content": message_text({"content": self.content})}
 
 
 class ChatCompletionRequest(BaseModel):

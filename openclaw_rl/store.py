@@ -390,11 +390,16 @@ class S3Store(ObjectStore):
         return pafs.S3FileSystem(**kwargs), f"{self.bucket}/{self.prefix}".rstrip("/")
 
 
-def store_from_settings(settings: "Settings | None" = None) -> ObjectStore:
-    """The store the settings name (``OPENCLAW_STORE_URL``; empty: ``<runtime_dir>/store``)."""
+def s3_options(s: "Settings") -> dict[str, str]:
+    """The S3 connection settings, as ``ObjectStore.from_url`` takes them."""
+    return {"endpoint_url": s.s3_endpoint_url, "access_key_id": s.aws_access_key_id.get_secret_value(),
+            "secret_access_key": s.aws_secret_access_key.get_secret_value(), "region": s.aws_region}
+
+
+def store_from_settings(settings: "Settings | None" = None, url: str | None = None) -> ObjectStore:
+    """The store at ``url`` (default: the one the settings name, ``OPENCLAW_STORE_URL``; empty: ``<runtime_dir>/store``),
+    with the settings' S3 connection."""
     from openclaw_rl.settings import get_settings
 
     s = settings or get_settings()
-    return ObjectStore.from_url(s.resolved_store_url, endpoint_url=s.s3_endpoint_url,
-                                access_key_id=s.aws_access_key_id.get_secret_value(),
-                                secret_access_key=s.aws_secret_access_key.get_secret_value(), region=s.aws_region)
+    return ObjectStore.from_url(url or s.resolved_store_url, **s3_options(s))

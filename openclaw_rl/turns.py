@@ -23,6 +23,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rlcore.messages import message_text, next_state_tail  # noqa: F401 - part of this module's API
+
 INTERNAL_CONTEXT_BEGIN = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>"
 INTERNAL_CONTEXT_END = "<<<END_OPENCLAW_INTERNAL_CONTEXT>>>"
 MAX_RAW_SESSION_ID = 200  # longer ids are hashed, so workflow ids stay short
@@ -35,19 +37,6 @@ _TITLE_WORDS = re.compile(r"\btitle\b", re.IGNORECASE)
 _TITLE_SHAPE = re.compile(r"\b(concise|short|brief)\b", re.IGNORECASE)
 
 TURN_TYPES = ("main", "side")
-
-
-def message_text(message: Mapping[str, Any]) -> str:
-    """The text of a message: a string content, or its text parts joined by newlines."""
-    content = message.get("content")
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, Sequence):
-        parts = [p.get("text", "") for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)]
-        return "\n".join(parts)
-    return str(content)
 
 
 def _first(messages: Sequence[Mapping[str, Any]], role: str) -> Mapping[str, Any] | None:
@@ -186,14 +175,3 @@ def strip_internal_context(messages: Sequence[Mapping[str, Any]]) -> list[dict[s
         out[-1] = stripped
         break
     return out
-
-
-def next_state_tail(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The trailing user/tool messages after the prompt's last assistant message (the previous turn's next state)."""
-    tail: list[dict[str, Any]] = []
-    for message in reversed(messages):
-        if message.get("role") == "assistant":
-            break
-        if message.get("role") in ("user", "tool"):
-            tail.append(dict(message))
-    return list(reversed(tail))

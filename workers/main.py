@@ -176,10 +176,9 @@ def build_trainer_worker(client: Client, s: Settings, tq: str) -> Worker:
 
 def _store_cache(s: Settings):  # type: ignore[no-untyped-def]
     from activities.training import StoreCache
+    from openclaw_rl.store import s3_options
 
-    return StoreCache(s.resolved_store_url, s.runtime_dir / "cache", endpoint_url=s.s3_endpoint_url,
-                      access_key_id=s.aws_access_key_id.get_secret_value(),
-                      secret_access_key=s.aws_secret_access_key.get_secret_value(), region=s.aws_region)
+    return StoreCache(s.resolved_store_url, s.runtime_dir / "cache", **s3_options(s))
 
 
 async def run(queues: list[str]) -> None:

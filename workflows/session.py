@@ -24,6 +24,7 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from activities.session import SessionActivities
     from rlcore.judging import decide_emission, majority, select_hint
+    from rlcore.messages import next_state_tail
     from contracts.session import (
         SESSION_TURN_SIGNAL,
         SESSION_WORKFLOW,
@@ -56,14 +57,7 @@ def next_state_of(turn: TurnRef) -> list[dict]:
     """The messages after the last assistant message of a turn's prompt: the new user message or tool results."""
     if turn.tail or not turn.payload:
         return list(turn.tail)
-    messages = turn.payload.messages
-    tail: list[dict] = []
-    for msg in reversed(messages):
-        if msg.get("role") == "assistant":
-            break
-        if msg.get("role") in ("user", "tool"):
-            tail.append(msg)
-    return list(reversed(tail))
+    return next_state_tail(turn.payload.messages)
 
 
 @workflow.defn(name=SESSION_WORKFLOW)

@@ -638,11 +638,9 @@ class RunPlace:
 
 
 def _store_at(url: str, s: Settings) -> Any:
-    from openclaw_rl.store import ObjectStore
+    from openclaw_rl.store import store_from_settings
 
-    return ObjectStore.from_url(url, endpoint_url=s.s3_endpoint_url, region=s.aws_region,
-                                access_key_id=s.aws_access_key_id.get_secret_value(),
-                                secret_access_key=s.aws_secret_access_key.get_secret_value())
+    return store_from_settings(s, url)
 
 
 class RunTrainer:

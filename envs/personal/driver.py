@@ -13,16 +13,16 @@ early, the praise still going out as the closing request.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from openai import AsyncOpenAI
 
+from openclaw_rl.versions import version_of_fingerprint
+
 from envs.personal.problems import Problem
 from envs.personal.users import Reaction
 
-_VERSION = re.compile(r"(\d+)\s*$")
 
 
 class SimulatedUser(Protocol):
@@ -61,14 +61,6 @@ class ConversationLog:
         return bool(self.reactions) and bool(self.reactions[-1]["satisfied"])
 
 
-def policy_version_of(fingerprint: str | None) -> int | None:
-    """``"policy-3"`` -> 3; a version without digits (the engine's initial ``"default"``) is 0, as in the gateway."""
-    if not fingerprint:
-        return None
-    match = _VERSION.search(fingerprint)
-    return int(match.group(1)) if match else 0
-
-
 class GatewayDriver:
     """An OpenAI client pointed at the gateway. No client-side retries: a retried POST would be a second served turn."""
 
@@ -101,7 +93,7 @@ class GatewayDriver:
                     parts.append(choice.delta.content)
                 if choice.finish_reason:
                     finish = choice.finish_reason
-        return Reply("".join(parts), policy_version_of(fingerprint), finish)
+        return Reply("".join(parts), version_of_fingerprint(fingerprint), finish)
 
     async def converse(self, user: SimulatedUser, problem: Problem, *, session_id: str, rounds: int = 2,
                        stop_when_satisfied: bool = True, seed: int | None = None) -> ConversationLog:

@@ -204,7 +204,7 @@ def test_openclaw_session_is_served_judged_and_trained(openclaw: Install, stack:
                                                        tmp_path: Path) -> None:
     from openclaw_rl.generation_defaults import load_sampling_defaults
     from openclaw_rl.keys import KeyStore
-    from contracts.training import policy_version_of
+    from openclaw_rl.versions import policy_version_of
 
     key = KeyStore.in_runtime_dir(stack["settings"].runtime_dir).add("openclaw")
     key_id = key.split("-")[1]

@@ -14,7 +14,7 @@ import pytest
 
 from tests.model_factory import free_ports
 
-from envs.personal.driver import policy_version_of
+from openclaw_rl.versions import version_of_fingerprint
 from envs.personal.evaluate import heldout_problems, is_correct
 from envs.personal.problems import split_of
 from envs.personal.scoring import comment_verdict
@@ -45,8 +45,8 @@ def test_accuracy_rules():
 def test_curve_points_and_fingerprint():
     assert _checkpoints(36, 12) == [12, 24, 36]
     assert _checkpoints(5, 0) == [5]
-    assert policy_version_of("policy-3") == 3 and policy_version_of("policy-default") == 0
-    assert policy_version_of(None) is None
+    assert version_of_fingerprint("policy-3") == 3 and version_of_fingerprint("policy-default") == 0
+    assert version_of_fingerprint(None) is None
 
 
 def test_summary_single_and_several_methods():

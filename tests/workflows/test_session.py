@@ -22,7 +22,7 @@ from openclaw_rl.policy_client import PolicyClient, SamplingParams
 from openclaw_rl.samples import SampleReader
 from openclaw_rl.store import ObjectStore
 from contracts.session import SessionConfig, SessionInput, SessionStatus, TurnPayload, TurnRef, session_workflow_id
-from contracts.training import policy_version_of
+from openclaw_rl.versions import policy_version_of
 from workflows.session import SessionWorkflow
 
 HISTORY_DIR = Path(__file__).parent / "histories"
