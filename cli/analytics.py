@@ -4,8 +4,9 @@
 (``archive/...``, sealed versions) and has a boolean ``archived`` column. A view over a tree with no files yet is empty
 but has its documented columns; columns that records carry beyond those are added as they appear (union by name).
 
-``turns`` (records/turns): session VARCHAR, turn BIGINT (NULL in the gateway's records: turns are numbered by the
-    session workflow, see ``judgements``), user VARCHAR, turn_type VARCHAR ('main'|'side'),
+``turns`` (records/turns): request_id VARCHAR, session VARCHAR, turn BIGINT (the main-line turn's number in its
+    session, from its judgement: NULL for side turns and for a turn not judged yet), user VARCHAR (the key id),
+    user_name VARCHAR (the key's name), turn_type VARCHAR ('main'|'side'),
     model VARCHAR, prompt_tokens BIGINT, cached_tokens BIGINT (served from the engine's prefix cache),
     completion_tokens BIGINT, latency_ms DOUBLE, finish_reason VARCHAR, temperature DOUBLE, top_p DOUBLE, top_k BIGINT
     (what the reply was sampled at: the request's values, else the model's defaults; NULL in records written before
@@ -54,11 +55,11 @@ if TYPE_CHECKING:
 
 _RECORD_COMMON = "policy_version BIGINT, recorded_at TIMESTAMPTZ, version BIGINT, date DATE, archived BOOLEAN"
 RECORD_COLUMNS = {
-    "turns": "session VARCHAR, turn BIGINT, user VARCHAR, turn_type VARCHAR, model VARCHAR, prompt_tokens BIGINT, "
+    "turns": "request_id VARCHAR, session VARCHAR, turn BIGINT, user VARCHAR, user_name VARCHAR, turn_type VARCHAR, model VARCHAR, prompt_tokens BIGINT, "
              "cached_tokens BIGINT, completion_tokens BIGINT, latency_ms DOUBLE, finish_reason VARCHAR, "
              "temperature DOUBLE, top_p DOUBLE, top_k BIGINT, "
              + _RECORD_COMMON,
-    "judgements": "session VARCHAR, turn BIGINT, user VARCHAR, kind VARCHAR, emitted BOOLEAN, reason VARCHAR, "
+    "judgements": "request_id VARCHAR, session VARCHAR, turn BIGINT, user VARCHAR, kind VARCHAR, emitted BOOLEAN, reason VARCHAR, "
                   "sample_id VARCHAR, reward DOUBLE, hint VARCHAR, hint_accepted BOOLEAN, method VARCHAR, "
                   + _RECORD_COMMON,
     "events": "event VARCHAR, source VARCHAR, message VARCHAR, session VARCHAR, user VARCHAR, turn_type VARCHAR, "
@@ -133,7 +134,12 @@ def create_views(con: "duckdb.DuckDBPyConnection", store: "ObjectStore") -> None
             reader = (f"read_json_auto({_lit(f'{base}/{prefix}*/*/*.jsonl')}, format='newline_delimited', "
                       "union_by_name=true, hive_partitioning=true, hive_types={'version': 'BIGINT', 'date': 'DATE'})")
             parts.append((prefix, reader, archived))
-        _union(con, store, kind, columns, parts)
+        _union(con, store, f"_{kind}_records" if kind == "turns" else kind, columns, parts)
+    # The gateway records a turn before its session workflow numbers it; the number comes from the turn's judgement
+    # (every main-line turn gets one, the last one when the session closes). Side turns have none.
+    con.execute("CREATE OR REPLACE TEMP VIEW turns AS SELECT t.* REPLACE (coalesce(t.turn, j.turn) AS turn) "
+                "FROM _turns_records t LEFT JOIN (SELECT request_id, min(turn) AS turn FROM judgements "
+                "WHERE request_id IS NOT NULL GROUP BY request_id) j ON t.request_id = j.request_id")
 
     sample_columns = _arrow_columns(con, SAMPLE_SCHEMA)
     parts = []

@@ -75,6 +75,21 @@ def test_views_over_s3_with_httpfs(s3_server: dict[str, str]) -> None:
     check_views(store)
 
 
+def test_a_turn_takes_its_number_from_its_judgement(tmp_path: Path) -> None:
+    """The gateway writes a turn with no number (its session workflow numbers it later); the view fills it in from
+    the turn's judgement, matched by request id. A side turn has no judgement and stays unnumbered."""
+    store = LocalStore(tmp_path)
+    with RecordWriter(store, "w", background=False) as rec:
+        for i, kind in enumerate(["main", "side", "main", "main"]):
+            rec.append("turns", {"request_id": f"req-{i}", "session": "k:s", "turn_type": kind, "user": "k",
+                                 "user_name": "alice"})
+        for turn, request in enumerate(["req-0", "req-2"]):  # req-3: the last turn, not judged yet
+            rec.append("judgements", {"request_id": request, "session": "k:s", "turn": turn, "emitted": True})
+    con = open_duckdb(store)
+    assert con.sql("SELECT request_id, turn, user_name FROM turns ORDER BY request_id").fetchall() == [
+        ("req-0", 0, "alice"), ("req-1", None, "alice"), ("req-2", 1, "alice"), ("req-3", None, "alice")]
+
+
 def test_empty_store_has_documented_columns(tmp_path: Path) -> None:
     con = open_duckdb(LocalStore(tmp_path))
     for view, columns in RECORD_COLUMNS.items():
