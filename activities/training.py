@@ -36,6 +36,7 @@ from temporalio import activity
 from openclaw_rl.logs import get_logger
 from openclaw_rl.store import LocalStore, ObjectStore
 from contracts.training import (
+    SAMPLES_AVAILABLE_SIGNAL,
     PushWeightsInput,
     PushWeightsOutput,
     SealInput,
@@ -44,6 +45,7 @@ from contracts.training import (
     SelectBatchOutput,
     TrainStepInput,
     TrainStepOutput,
+    training_workflow_id,
 )
 
 STATE_FILE = "trainer_state.json"
@@ -69,6 +71,27 @@ def checkpoint_prefix(run: str, step: int) -> str:
 
 def batch_digest(sample_ids: list[str]) -> str:
     return hashlib.sha256("\n".join(sorted(sample_ids)).encode()).hexdigest()[:32]
+
+
+class TrainerSignals:
+    """Wakes a training run when a session wrote a sample for it. Through an activity rather than a workflow's
+    external signal: a run that was never started (or has finished) is normal, and here it is a ``False``, not a failed
+    signal in the session's history. The run also polls, so a lost wake-up delays a step, never loses one."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client  # temporalio.client.Client
+
+    @activity.defn(name="notify_trainer")
+    async def notify_trainer(self, run: str) -> bool:
+        from temporalio.service import RPCError, RPCStatusCode
+
+        try:
+            await self.client.get_workflow_handle(training_workflow_id(run)).signal(SAMPLES_AVAILABLE_SIGNAL)
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:  # no such run, or it has finished
+                return False
+            raise
+        return True
 
 
 class StoreCache:

@@ -196,7 +196,7 @@ def turn_job(gw: Gateway, t: PreparedTurn, done: Completed) -> TurnJob:
         ref = TurnRef(request_id=t.request_id, session_id=t.session_id, user=t.user.key_id, turn_type=t.turn_type,
                       policy_version=version, created_at=t.created_at, payload=payload,
                       session_done=t.session_done, finish_reason=done.finish_reason,
-                      tail=next_state_tail(messages))
+                      tail=next_state_tail(messages), user_name=t.user.name)
         record = {"request_id": t.request_id, "session": t.session_id,
                   "latency_ms": round((done_at - t.created_at) * 1000.0, 3), "user": t.user.key_id,
                   "user_name": t.user.name, "turn_type": t.turn_type, "policy_version": version,

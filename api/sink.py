@@ -94,9 +94,9 @@ class TemporalSubmitter:
 
     def start_arg(self, ref: TurnRef) -> SessionInput:
         s = self.settings
-        return SessionInput(session_id=ref.session_id, user=ref.user, config=SessionConfig(
-            run=s.run, method=s.method, votes=s.judge_votes, judge_queue=s.task_queue_judge,
-            idle_timeout_s=s.session_idle_timeout_s, teacher_temperature=s.teacher_temperature))
+        config = SessionConfig(run=s.run, method=s.method, votes=s.judge_votes, judge_queue=s.task_queue_judge,
+                               idle_timeout_s=s.session_idle_timeout_s, teacher_temperature=s.teacher_temperature)
+        return SessionInput(session_id=ref.session_id, user=ref.user, user_name=ref.user_name, config=config)
 
     async def submit(self, ref: TurnRef) -> None:
         from temporalio.service import RPCError, RPCStatusCode

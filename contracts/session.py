@@ -47,6 +47,7 @@ class TurnRef:
     # the prompt's trailing user/tool messages (after its last assistant message), always inline: this is the next
     # state of the session's previous main-line turn
     tail: list[dict] = field(default_factory=list)
+    user_name: str = ""  # the key's name (`keys add NAME`): the session is found by it in the Temporal UI
 
 
 @dataclass
@@ -65,6 +66,7 @@ class SessionConfig:
 class SessionInput:
     session_id: str
     user: str = ""
+    user_name: str = ""
     config: SessionConfig = field(default_factory=SessionConfig)
     # carried across continue-as-new
     pending: TurnRef | None = None  # last main-line turn, still waiting for its next state

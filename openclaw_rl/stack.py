@@ -79,7 +79,7 @@ def temporal_service(s: Settings) -> Service:
 
 
 # Custom search attributes the session/training workflows set (name=Type), registered when the dev server starts.
-SEARCH_ATTRIBUTES = ["OpenclawSession=Keyword", "OpenclawUser=Keyword", "OpenclawPolicyVersion=Int",
+SEARCH_ATTRIBUTES = ["OpenclawSession=Keyword", "OpenclawUser=Keyword", "OpenclawUserName=Keyword", "OpenclawPolicyVersion=Int",
                      "OpenclawLastScore=Double", "OpenclawRun=Keyword"]
 
 
@@ -220,6 +220,39 @@ class Stack:
                 if on_event:
                     on_event("restarted", svc)
             time.sleep(poll_s)
+
+    def service(self, name: str) -> Service:
+        """The started service called ``name`` (KeyError when there is none)."""
+        for svc in self.services:
+            if svc.name == name:
+                return svc
+        raise KeyError(name)
+
+    def kill(self, name: str, sig: int = signal.SIGKILL, wait_s: float = KILL_WAIT_S) -> None:
+        """Send ``sig`` to the whole process group of service ``name`` (a failure drill) and wait up to ``wait_s`` for
+        the group to be gone. ``restart`` (or ``supervise``) starts it again."""
+        svc = self.service(name)
+        if not svc.pid:
+            return
+        try:
+            os.killpg(svc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if wait_s > 0:
+            _wait_gone([svc.pid], {}, wait_s)
+        proc = self._procs.get(name)
+        if proc is not None:
+            proc.poll()
+
+    def restart(self, name: str, timeout_s: float | None = None) -> Service:
+        """Stop what is left of service ``name`` (its process group and descendants), start it again with the same
+        command and wait for its port (``timeout_s``, default: its start timeout)."""
+        svc = self.service(name)
+        stop_processes([svc.pid] if svc.pid else [], grace_s=2.0)
+        svc.restarts += 1
+        self._await_port(svc, self._spawn(svc), svc.start_timeout_s if timeout_s is None else timeout_s)
+        self._save()
+        return svc
 
     def _save(self) -> None:
         owner = {"pid": os.getpid(), "started": process_start(os.getpid()), "command": " ".join(sys.argv)}

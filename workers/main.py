@@ -53,6 +53,9 @@ def build_worker(client: Client, s: Settings, queue: str,
         if closers is not None:
             closers.append(acts.aclose)
         activities += [acts.prm_vote, acts.hint_vote, acts.teacher_logprobs, acts.emit_sample]
+        from activities.training import TrainerSignals
+
+        activities += [TrainerSignals(client).notify_trainer]
         episode = build_episode_activities(s)
         if closers is not None:
             closers.append(episode.aclose)

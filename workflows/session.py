@@ -23,6 +23,7 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.session import SessionActivities
+    from activities.training import TrainerSignals
     from rlcore.judging import decide_emission, majority, select_hint
     from rlcore.messages import next_state_tail
     from contracts.session import (
@@ -43,12 +44,14 @@ VOTE_ACTIVITY = {"prm": SessionActivities.prm_vote, "hint": SessionActivities.hi
 
 SA_SESSION = SearchAttributeKey.for_keyword("OpenclawSession")
 SA_USER = SearchAttributeKey.for_keyword("OpenclawUser")
+SA_USER_NAME = SearchAttributeKey.for_keyword("OpenclawUserName")
 SA_VERSION = SearchAttributeKey.for_int("OpenclawPolicyVersion")
 SA_SCORE = SearchAttributeKey.for_float("OpenclawLastScore")
 
 SEEN_IDS_KEPT = 512
 VOTE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10),
                          maximum_attempts=3)
+NOTIFY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 IO_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
                        maximum_attempts=0, non_retryable_error_types=["ValueError", "PayloadError"])
 
@@ -87,6 +90,8 @@ class SessionWorkflow:
     async def run(self, inp: SessionInput) -> SessionStatus:
         self.state = s = inp
         workflow.upsert_search_attributes([SA_SESSION.value_set(s.session_id), SA_USER.value_set(s.user)])
+        if s.user_name and workflow.patched("user-name-search-attribute"):
+            workflow.upsert_search_attributes([SA_USER_NAME.value_set(s.user_name)])
         cfg = s.config
         tasks: list[asyncio.Task[None]] = []
         while True:
@@ -166,8 +171,17 @@ class SessionWorkflow:
             self.judging.discard(index)
 
     async def _notify_trainer(self, run: str) -> None:
-        """Wake the run's training workflow (it also polls, so a missing or closed run is not an error)."""
-        if not workflow.patched("notify-trainer"):
+        """Wake the run's training workflow (it also polls, so a missing or closed run is not an error). Through an
+        activity: a run that does not exist is then a plain ``False``, not a failed signal in this history."""
+        if workflow.patched("notify-trainer-activity"):
+            try:
+                await workflow.execute_activity_method(
+                    TrainerSignals.notify_trainer, run, task_queue=self.state.config.judge_queue,
+                    schedule_to_close_timeout=timedelta(seconds=30), retry_policy=NOTIFY_RETRY)
+            except ActivityError as err:  # its poll will find the sample
+                workflow.logger.debug("training run not notified", extra={"run": run, "error": str(err)})
+            return
+        if not workflow.patched("notify-trainer"):  # histories from before either way of notifying
             return
         try:
             await workflow.get_external_workflow_handle(training_workflow_id(run)).signal(SAMPLES_AVAILABLE_SIGNAL)

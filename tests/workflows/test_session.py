@@ -18,6 +18,7 @@ from temporalio.worker import Replayer, Worker
 
 from activities.judges import HeuristicJudge
 from activities.session import SessionActivities, sample_id_for
+from activities.training import TrainerSignals
 from openclaw_rl.policy_client import PolicyClient, SamplingParams
 from openclaw_rl.samples import SampleReader
 from openclaw_rl.store import ObjectStore
@@ -56,7 +57,7 @@ def store(tmp_path) -> ObjectStore:
 def worker_pair(client: Client, acts: SessionActivities, tq: str, jq: str) -> tuple[Worker, Worker]:
     return (Worker(client, task_queue=tq, workflows=[SessionWorkflow]),
             Worker(client, task_queue=jq, activities=[acts.prm_vote, acts.hint_vote, acts.teacher_logprobs,
-                                                      acts.emit_sample]))
+                                                      acts.emit_sample, TrainerSignals(client).notify_trainer]))
 
 
 async def test_session_pairs_turns_judges_and_emits(temporal_env, local_engine, random_model_path, store, tmp_path):
@@ -88,7 +89,7 @@ async def test_session_pairs_turns_judges_and_emits(temporal_env, local_engine, 
             wid = session_workflow_id(session)
             for i, turn in enumerate([t0, side, t1, t1, t2]):  # t1 twice: a duplicated signal is ignored
                 await client.start_workflow(SessionWorkflow.run, SessionInput(session_id=session, user="alice",
-                                                                              config=cfg),
+                                                                              user_name="Alice A.", config=cfg),
                                             id=wid, task_queue=tq, start_signal="submit_turn",
                                             start_signal_args=[turn])
             handle = client.get_workflow_handle(wid, result_type=SessionStatus)
@@ -129,7 +130,7 @@ async def test_session_pairs_turns_judges_and_emits(temporal_env, local_engine, 
     found = []
     for _ in range(50):
         found = [w async for w in client.list_workflows(
-            f"OpenclawSession = '{session}' AND OpenclawUser = 'alice'")]
+            f"OpenclawSession = '{session}' AND OpenclawUser = 'alice' AND OpenclawUserName = 'Alice A.'")]
         if found:
             break
         await asyncio.sleep(0.2)
@@ -139,6 +140,14 @@ async def test_session_pairs_turns_judges_and_emits(temporal_env, local_engine, 
 
     # the recorded history replays against the current workflow code
     history = await handle.fetch_history()
+    # no training run "t" exists: telling it about samples is a plain activity, never a failed signal in the UI
+    from temporalio.api.enums.v1 import EventType
+
+    types = [e.event_type for e in history.events]
+    assert EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_FAILED not in types
+    assert EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED not in types
+    assert any(e.activity_task_scheduled_event_attributes.activity_type.name == "notify_trainer"
+               for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
     await Replayer(workflows=[SessionWorkflow]).replay_workflow(history)
     HISTORY_DIR.mkdir(exist_ok=True)
     recorded = HISTORY_DIR / "session_workflow_v1.json"
