@@ -39,8 +39,13 @@ demo: $(INSTALLED)
 	$(BIN)/python scripts/check_lock.py
 	$(BIN)/openclaw-rl demo
 
+# ruff with the rule set in pyproject.toml (import order, unused and undefined names, line length) before the suite.
+lint: $(INSTALLED)
+	$(BIN)/ruff check .
+
 test: $(INSTALLED) sysdeps
 	$(BIN)/python scripts/check_lock.py
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -rs
 
 # Refresh the lock on purpose: resolve pyproject.toml's pins and extras anew, with hashes. `make lock` keeps every

@@ -4,10 +4,10 @@
 ``env_close``. An env is a live process tree (a sandboxed shell), so it stays in the worker that reset it. Episodes
 started on the env queue run on the env worker and call these as local activities, in the process holding the env.
 For episodes run elsewhere the worker also listens on a queue of its own, whose name ``env_reset`` returns, and the
-episode sends its steps there. If that worker dies, the episode workflow notices (its workflow task times out, or a
-call to the worker's queue is not picked up) and restarts the episode from scratch on another worker. ``env_step`` is keyed by step
-index: a retry of an applied step gets its recorded result, so no action ever runs twice. Episodes left behind (their
-workflow was terminated) are closed after ``idle_timeout_s``.
+episode sends its steps there. If that worker dies, the episode workflow notices (its workflow task times out, or a call
+to the worker's queue is not picked up) and restarts the episode from scratch on another worker. ``env_step`` is keyed
+by step index: a retry of an applied step gets its recorded result, so no action ever runs twice. Episodes left behind
+(their workflow was terminated) are closed after ``idle_timeout_s``.
 
 ``EpisodeActivities`` (judge queue by default): ``policy_act`` fits the episode's history into the context
 (head/tail: the system prompt and the task stay, the oldest steps go), renders it to token ids and gets the response
@@ -32,10 +32,6 @@ from temporalio.exceptions import ApplicationError
 
 from activities.clients import EngineAndJudge
 from activities.judges import Judge
-from envs.base import Env, make_env, scripted_policy, task_suite
-from openclaw_rl.policy_client import PolicyEngineError, SamplingParams
-from openclaw_rl.versions import policy_version_of
-from rlcore.judging import parse_score
 from contracts.episode import (
     EnvEpisodeRef,
     EnvOutcome,
@@ -52,6 +48,10 @@ from contracts.episode import (
     StepJudgeRequest,
 )
 from contracts.session import Vote
+from envs.base import Env, make_env, scripted_policy, task_suite
+from openclaw_rl.policy_client import PolicyEngineError, SamplingParams
+from openclaw_rl.versions import policy_version_of
+from rlcore.judging import parse_score
 
 
 class EpisodeNotFoundError(Exception):

@@ -22,10 +22,9 @@ from typing import Protocol
 
 import httpx
 
-from rlcore.messages import message_text
-
 from contracts.episode import StepJudgeRequest
 from contracts.session import JudgeRequest
+from rlcore.messages import message_text
 
 
 class Judge(Protocol):

@@ -1,8 +1,8 @@
 """Activities of the personal track: PRM votes, hint votes, teacher log-probs, sample emission.
 
-Built once per worker with their clients (judge backend, policy engine client, object store, tokenizer) and registered as
-bound methods. Every write is idempotent: the sample id is derived from (session, turn), and its shard key from the id,
-so a retried or replayed activity overwrites the same object instead of adding a second sample.
+Built once per worker with their clients (judge backend, policy engine client, object store, tokenizer) and registered
+as bound methods. Every write is idempotent: the sample id is derived from (session, turn), and its shard key from the
+id, so a retried or replayed activity overwrites the same object instead of adding a second sample.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from temporalio import activity
 
 from activities.clients import EngineAndJudge
 from activities.judges import Judge, next_state_text
-from rlcore.judging import inject_hint, parse_hint_vote, parse_score
 from contracts.session import (
     EmitRequest,
     EmitResult,
@@ -27,6 +26,7 @@ from contracts.session import (
     TurnRef,
     Vote,
 )
+from rlcore.judging import inject_hint, parse_hint_vote, parse_score
 
 
 class PayloadError(Exception):

@@ -33,8 +33,6 @@ from typing import Any
 
 from temporalio import activity
 
-from openclaw_rl.logs import get_logger
-from openclaw_rl.store import LocalStore, ObjectStore
 from contracts.training import (
     SAMPLES_AVAILABLE_SIGNAL,
     PushWeightsInput,
@@ -47,6 +45,8 @@ from contracts.training import (
     TrainStepOutput,
     training_workflow_id,
 )
+from openclaw_rl.logs import get_logger
+from openclaw_rl.store import LocalStore, ObjectStore
 
 STATE_FILE = "trainer_state.json"
 LOGGED_STATS = ("loss", "clip_fraction", "approx_kl", "kl_ref", "entropy", "grad_norm", "train_rollout_abs_diff_mean",

@@ -28,11 +28,11 @@ from api.routes import chat, health, models
 from api.schemas import ChatCompletionChunk
 from api.security import admin_key
 from api.sink import Submitter, TemporalSubmitter, TurnSink
+from api.spool import Spool
 from openclaw_rl.generation_defaults import SamplingDefaults, load_sampling_defaults
 from openclaw_rl.keys import KeyStore
 from openclaw_rl.logs import configure_logging, get_logger
 from openclaw_rl.settings import Settings, get_settings
-from api.spool import Spool
 
 log = get_logger("gateway")
 

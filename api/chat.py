@@ -26,12 +26,19 @@ from starlette.types import Receive, Scope, Send
 from api.deps import Gateway
 from api.errors import ContextLengthExceeded, OpenAIError, bad_request, engine_error, error_body
 from api.render import DeltaStream, RenderError, ToolCallStream, split_tool_calls, template_messages
-from api.schemas import (AssistantMessage, ChatCompletion, ChatCompletionRequest, Choice, PromptTokensDetails, ToolCallOut,
-                         Usage)
+from api.schemas import (
+    AssistantMessage,
+    ChatCompletion,
+    ChatCompletionRequest,
+    Choice,
+    PromptTokensDetails,
+    ToolCallOut,
+    Usage,
+)
 from api.security import header_value
 from api.sink import TurnJob
+from contracts.session import TurnPayload, TurnRef
 from openclaw_rl.keys import ApiKey
-from openclaw_rl.versions import policy_fingerprint, policy_version_of
 from openclaw_rl.logs import get_logger
 from openclaw_rl.policy_client import SamplingParams
 from openclaw_rl.turns import (
@@ -43,7 +50,7 @@ from openclaw_rl.turns import (
     session_id_for,
     strip_internal_context,
 )
-from contracts.session import TurnPayload, TurnRef
+from openclaw_rl.versions import policy_fingerprint, policy_version_of
 
 log = get_logger("gateway.chat")
 
@@ -294,7 +301,8 @@ async def complete(gw: Gateway, t: PreparedTurn, request: Request) -> JSONRespon
                                tool_calls=[ToolCallOut.model_validate(c) for c in calls] or None)
     reply = ChatCompletion(
         id=t.request_id, created=int(t.created_at), model=gw.model_name,
-        system_fingerprint=policy_fingerprint(gen.weight_version), choices=[Choice(message=message, finish_reason=finish)],
+        system_fingerprint=policy_fingerprint(gen.weight_version),
+        choices=[Choice(message=message, finish_reason=finish)],
         usage=Usage(prompt_tokens=len(t.prompt_ids), completion_tokens=len(gen.output_ids),
                     total_tokens=len(t.prompt_ids) + len(gen.output_ids),
                     prompt_tokens_details=PromptTokensDetails(cached_tokens=gen.cached_tokens)))

@@ -18,22 +18,23 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Protocol
 
-from openclaw_rl.logs import get_logger
-from openclaw_rl.settings import Settings
 from api.spool import Spool
 from contracts.session import (
-    SessionConfig,
-    SessionInput,
     SESSION_TURN_SIGNAL,
     SESSION_WORKFLOW,
+    SessionConfig,
+    SessionInput,
     TurnPayload,
     TurnRef,
     session_workflow_id,
 )
+from openclaw_rl.logs import get_logger
+from openclaw_rl.settings import Settings
 
 log = get_logger("gateway.sink")
 
-INLINE_PAYLOAD_LIMIT = 64 * 1024  # a TurnPayload whose JSON is larger goes to the object store by reference
+INLINE_PAYLOAD_LIMIT = 4 * 1024  # a TurnPayload whose JSON is larger goes to the object store by reference: each
+# turn is an input of up to 2m + 2 activities (votes, teacher, emit), and a Temporal history keeps every input
 
 
 class TurnRejected(Exception):

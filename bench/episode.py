@@ -50,8 +50,8 @@ async def plain_episode(env_acts: Any, ep_acts: Any, inp: Any) -> Any:
     """EpisodeWorkflow._attempt without Temporal: the same activity functions, called directly, in the same order."""
     from temporalio.testing import ActivityEnvironment
 
-    from rlcore.general import step_reward
     from contracts.episode import EnvEpisodeRef, EnvResetRequest, EnvStepRequest, EpisodeStep, PolicyRequest
+    from rlcore.general import step_reward
     from workflows.episode import judge_request
 
     cfg = inp.config
@@ -101,9 +101,9 @@ async def _run(model: Path, episodes: int, votes: int) -> dict[str, Any]:
     from activities.training import StoreCache
     from bench import procs
     from bench.serving import start_engine
+    from contracts.episode import EpisodeConfig, EpisodeInput, EpisodeResult, RolloutInput, RolloutResult
     from openclaw_rl.policy_client import PolicyClient
     from workers.main import env_activities, env_queue_worker
-    from contracts.episode import EpisodeConfig, EpisodeInput, EpisodeResult, RolloutInput, RolloutResult
     from workflows.episode import EpisodeWorkflow
     from workflows.rollout import RolloutWorkflow
 

@@ -196,8 +196,9 @@ async def _agent(gateway_url: str, key: str, turns: int, chars: int, n_tools: in
     session = await _agent_session(gateway_url, key, turns, "bench-a", rng, system, tools)
     second = await _agent_session(gateway_url, key, 1, "bench-b", rng, system, tools)
     later = session[1:]
-    share = (lambda rows: round(sum(r["cached_tokens"] for r in rows) / max(1, sum(r["prompt_tokens"] for r in rows)),
-                                4))
+    def share(rows: list[dict]) -> float:
+        return round(sum(r["cached_tokens"] for r in rows) / max(1, sum(r["prompt_tokens"] for r in rows)), 4)
+
     return {
         "openclaw_shaped_ttft_s_first": session[0]["ttft_s"],
         "openclaw_shaped_ttft_s_p50": round(statistics.median(r["ttft_s"] for r in later), 4) if later else None,

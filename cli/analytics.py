@@ -55,11 +55,13 @@ if TYPE_CHECKING:
 
 _RECORD_COMMON = "policy_version BIGINT, recorded_at TIMESTAMPTZ, version BIGINT, date DATE, archived BOOLEAN"
 RECORD_COLUMNS = {
-    "turns": "request_id VARCHAR, session VARCHAR, turn BIGINT, user VARCHAR, user_name VARCHAR, turn_type VARCHAR, model VARCHAR, prompt_tokens BIGINT, "
+    "turns": "request_id VARCHAR, session VARCHAR, turn BIGINT, user VARCHAR, user_name VARCHAR, turn_type VARCHAR, "
+             "model VARCHAR, prompt_tokens BIGINT, "
              "cached_tokens BIGINT, completion_tokens BIGINT, latency_ms DOUBLE, finish_reason VARCHAR, "
              "temperature DOUBLE, top_p DOUBLE, top_k BIGINT, "
              + _RECORD_COMMON,
-    "judgements": "request_id VARCHAR, session VARCHAR, turn BIGINT, user VARCHAR, kind VARCHAR, emitted BOOLEAN, reason VARCHAR, "
+    "judgements": "request_id VARCHAR, session VARCHAR, turn BIGINT, user VARCHAR, kind VARCHAR, emitted BOOLEAN, "
+                  "reason VARCHAR, "
                   "sample_id VARCHAR, reward DOUBLE, hint VARCHAR, hint_accepted BOOLEAN, method VARCHAR, "
                   + _RECORD_COMMON,
     "events": "event VARCHAR, source VARCHAR, message VARCHAR, session VARCHAR, user VARCHAR, turn_type VARCHAR, "

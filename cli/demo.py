@@ -1,8 +1,8 @@
 """`openclaw-rl demo` (what `make demo` runs): the agent learns a simulated student's preference while serving it.
 
 Builds the tiny model (cached after the first time), starts the whole stack (Temporal dev server with its UI, the
-local engine, the workers, the gateway), and runs the personal-agent experiment (cli.experiments.personal) in the student
-setting with the combined method: 36 homework conversations through the OpenAI-compatible gateway, the simulated
+local engine, the workers, the gateway), and runs the personal-agent experiment (cli.experiments.personal) in the
+student setting with the combined method: 36 homework conversations through the OpenAI-compatible gateway, the simulated
 student complaining when an answer looks AI-written, the session workflows judging every answer from the student's
 reply, the training workflow training on the samples and pushing new weights to the engine while it keeps serving.
 Then it prints the before/after table, one held-out problem answered before and after (like the paper's appendix B),
@@ -17,8 +17,14 @@ from typing import Annotated, Any
 
 import typer
 
-from cli.experiments.personal import (DEFAULT_LR, DEFAULT_PPO_EPOCHS, DEFAULT_TEACHER_TEMPERATURE, Experiment,
-                                    ExperimentConfig, interrupt_on_sigterm)
+from cli.experiments.personal import (
+    DEFAULT_LR,
+    DEFAULT_PPO_EPOCHS,
+    DEFAULT_TEACHER_TEMPERATURE,
+    Experiment,
+    ExperimentConfig,
+    interrupt_on_sigterm,
+)
 
 
 def pick_example(answers: list[dict[str, Any]], run: str) -> tuple[dict[str, Any], dict[str, Any]] | None:

@@ -36,9 +36,9 @@ def _register_groups() -> None:
     app.add_typer(train_app, name="train", help="Training runs: start, status, pause, resume, set, stop.")
 
     from cli.demo import demo_command
-    from cli.experiments.personal import app as experiment_app
     from cli.experiments.general import general_command
     from cli.experiments.offline import offline_command
+    from cli.experiments.personal import app as experiment_app
     from cli.experiments.replay import replay_command
 
     experiment_app.command("general")(general_command)

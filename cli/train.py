@@ -36,8 +36,8 @@ def start_input_json(inp: Any) -> dict[str, Any]:
 
 
 def temporal_command(s: Settings, workflow_id: str, payload: dict[str, Any]) -> str:
-    from openclaw_rl.stack import temporal_cli
     from contracts.training import TRAINING_WORKFLOW
+    from openclaw_rl.stack import temporal_cli
 
     try:
         cli = temporal_cli(s)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+
 @dataclass
 class PingInput:
     message: str = "ping"

@@ -12,7 +12,8 @@ app = typer.Typer(no_args_is_help=True)
 
 @app.command()
 def serve(
-    model: Annotated[Path | None, typer.Option("--model", help="HF folder (Qwen3); default: settings.model_path")] = None,
+    model: Annotated[Path | None, typer.Option("--model", help="HF folder (Qwen3); default: settings.model_path")]
+    = None,
     host: Annotated[str | None, typer.Option(help="bind address; default: settings.engine_host")] = None,
     port: Annotated[int | None, typer.Option(help="port; default: settings.engine_port")] = None,
     max_batch: Annotated[int, typer.Option("--max-batch", help="requests decoded together (cache slots)")] = 16,

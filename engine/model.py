@@ -141,7 +141,8 @@ def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
 
 def load_weights(path: str | Path, version: str, dtype: torch.dtype = torch.float32,
                  expect: ModelConfig | None = None) -> Weights:
-    """Read a Qwen3 checkpoint folder. With ``expect``, refuse one whose shapes differ (it could not share the cache)."""
+    """Read a Qwen3 checkpoint folder. With ``expect``, refuse one whose shapes differ (it could not share the
+    cache)."""
     path = Path(path)
     cfg = ModelConfig.from_dir(path)
     if expect is not None and cfg.shapes() != expect.shapes():

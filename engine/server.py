@@ -27,8 +27,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from engine.generate import ClientGone
 from engine.request import Req
 from engine.sampling import SamplingConfig
-from engine.schemas import (AbortReq, DetokenizeRequest, PauseGenerationReqInput, TokenizeRequest,
-                            UpdateWeightFromDiskReqInput)
+from engine.schemas import (
+    AbortReq,
+    DetokenizeRequest,
+    PauseGenerationReqInput,
+    TokenizeRequest,
+    UpdateWeightFromDiskReqInput,
+)
 from engine.state import BadRequest, EngineConfig, EngineState, State, check_api_key, parse
 from openclaw_rl.generation_defaults import load_sampling_defaults
 from openclaw_rl.logs import get_logger

@@ -74,7 +74,8 @@ def describe(exc: ValidationError) -> str:
     """One line per problem, without pydantic's union-branch noise."""
     lines: list[str] = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p.startswith("function"))))
+        parts = [p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p.startswith("function")))]
+        loc = ".".join(str(p) for p in parts)
         msg = err["msg"].removeprefix("Value error, ")
         line = f"{loc}: {msg}" if loc and not msg.startswith(loc) else msg
         if line not in lines:

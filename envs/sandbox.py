@@ -488,7 +488,8 @@ class Sandbox:
         args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
         for path in under_tmp:  # e.g. a checkout under /tmp: a bind made before the tmpfs would be hidden by it
             args += ["--ro-bind", path, path]
-        args += ["--bind", str(self.work_dir), WORKSPACE, "--remount-ro", "/", "--chdir", WORKSPACE, "--clearenv", "--setenv", "PATH", PATH,
+        args += ["--bind", str(self.work_dir), WORKSPACE, "--remount-ro", "/", "--chdir", WORKSPACE, "--clearenv",
+                 "--setenv", "PATH", PATH,
                  "--setenv", "HOME", WORKSPACE,
                  "--setenv", "TMPDIR", "/tmp", "--setenv", "LANG", "C.UTF-8", "--setenv", "TERM", "dumb"]
         return args

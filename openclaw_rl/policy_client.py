@@ -20,6 +20,7 @@ from typing import Any
 
 import aiohttp
 
+
 class PolicyEngineError(Exception):
     """An engine call failed: ``status`` is the HTTP status, or 0 when no response came (connect error, timeout)."""
 

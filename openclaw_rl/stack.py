@@ -79,8 +79,8 @@ def temporal_service(s: Settings) -> Service:
 
 
 # Custom search attributes the session/training workflows set (name=Type), registered when the dev server starts.
-SEARCH_ATTRIBUTES = ["OpenclawSession=Keyword", "OpenclawUser=Keyword", "OpenclawUserName=Keyword", "OpenclawPolicyVersion=Int",
-                     "OpenclawLastScore=Double", "OpenclawRun=Keyword"]
+SEARCH_ATTRIBUTES = ["OpenclawSession=Keyword", "OpenclawUser=Keyword", "OpenclawUserName=Keyword",
+                     "OpenclawPolicyVersion=Int", "OpenclawLastScore=Double", "OpenclawRun=Keyword"]
 
 
 def worker_service(s: Settings, queues: str = "orchestrator,judge,env,trainer") -> Service:

@@ -397,8 +397,8 @@ def s3_options(s: "Settings") -> dict[str, str]:
 
 
 def store_from_settings(settings: "Settings | None" = None, url: str | None = None) -> ObjectStore:
-    """The store at ``url`` (default: the one the settings name, ``OPENCLAW_STORE_URL``; empty: ``<runtime_dir>/store``),
-    with the settings' S3 connection."""
+    """The store at ``url`` (default: the one the settings name, ``OPENCLAW_STORE_URL``; empty:
+    ``<runtime_dir>/store``), with the settings' S3 connection."""
     from openclaw_rl.settings import get_settings
 
     s = settings or get_settings()

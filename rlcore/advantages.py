@@ -34,7 +34,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-
 NEGATIVE_CREDIT: tuple[str, ...] = ("all", "teacher")
 
 

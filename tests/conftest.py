@@ -79,7 +79,7 @@ def s3_server() -> Iterator[dict[str, str]]:
 
 
 @pytest.fixture(scope="session")
-def local_engine(random_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def local_engine(random_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:  # noqa: F811
     """The local engine serving the random tiny model, as a separate process; yields its base URL."""
     from bench.serving import start_engine
 
@@ -91,5 +91,5 @@ def local_engine(random_model_path: Path, tmp_path_factory: pytest.TempPathFacto
         procs.stop(proc)
 
 
-from tests.model_factory import random_model_path  # noqa: E402,F401  (session fixture)
-from tests.model_factory import engine_url  # noqa: E402,F401  (session fixture: a local engine)
+# session fixtures: the random tiny model, and a local engine serving it
+from tests.model_factory import engine_url, random_model_path  # noqa: E402,F401

@@ -47,8 +47,8 @@ from typing import Any
 STAMP = "build_stamp.json"
 # finished builds that ship with the project (``OPENCLAW_TINY_SHIPPED`` names another folder; an empty one: none)
 SHIPPED = Path(os.environ.get("OPENCLAW_TINY_SHIPPED") or Path(__file__).resolve().parent / "weights")
-_SOURCES = ["envs/personal/problems.py", "envs/personal/styles.py", "envs/personal/agent_prompt.py", "tinymodel/corpus.py",
-            "tinymodel/toolcall_rows.py",
+_SOURCES = ["envs/personal/problems.py", "envs/personal/styles.py", "envs/personal/agent_prompt.py",
+            "tinymodel/corpus.py", "tinymodel/toolcall_rows.py",
             "tinymodel/tokenizer.py", "tinymodel/chat_template.py", "tinymodel/build.py"]
 _ROOT = Path(__file__).resolve().parent.parent
 

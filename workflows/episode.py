@@ -45,7 +45,6 @@ from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from activities.episode import EnvActivities, EpisodeActivities
-    from rlcore.general import step_reward
     from contracts.episode import (
         EPISODE_WORKFLOW,
         EnvEpisodeRef,
@@ -64,6 +63,7 @@ with workflow.unsafe.imports_passed_through():
         StepJudgeRequest,
     )
     from contracts.session import Vote
+    from rlcore.general import step_reward
 
 KEPT_CHARS = 2000  # of each action and observation in the result (the full ones are in the records)
 HISTORY_CHARS = 4000  # of earlier steps shown to the step judge
@@ -179,8 +179,9 @@ class EpisodeWorkflow:
         cfg = inp.config
         self.progress.phase, self.progress.steps = "reset", 0
         reset: EnvResetResult = await self._call(
-            EnvActivities.env_reset, EnvResetRequest(episode_id=inp.episode_id, env=cfg.env, task_id=inp.task_id, attempt=attempt,
-                                         max_steps=cfg.max_steps, options=dict(cfg.env_options)),
+            EnvActivities.env_reset,
+            EnvResetRequest(episode_id=inp.episode_id, env=cfg.env, task_id=inp.task_id, attempt=attempt,
+                            max_steps=cfg.max_steps, options=dict(cfg.env_options)),
             cfg.env_queue, cfg.env_timeout_s, ENV_RETRY)
         queue = reset.task_queue
         self.progress.worker_queue = queue

@@ -30,7 +30,6 @@ from temporalio.exceptions import ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from activities.episode import EnvActivities, EpisodeActivities
-    from rlcore.general import Trajectory, step_index_advantages
     from contracts.episode import (
         EPISODE_WORKFLOW,
         ROLLOUT_WORKFLOW,
@@ -46,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
         episode_workflow_id,
     )
     from contracts.training import SAMPLES_AVAILABLE_SIGNAL, training_workflow_id
+    from rlcore.general import Trajectory, step_index_advantages
 
 IO_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
                        maximum_attempts=0, non_retryable_error_types=["ValueError", "KeyError", "FileNotFoundError"])

@@ -24,8 +24,6 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from activities.session import SessionActivities
     from activities.training import TrainerSignals
-    from rlcore.judging import decide_emission, majority, select_hint
-    from rlcore.messages import next_state_tail
     from contracts.session import (
         SESSION_TURN_SIGNAL,
         SESSION_WORKFLOW,
@@ -39,6 +37,8 @@ with workflow.unsafe.imports_passed_through():
         Vote,
     )
     from contracts.training import SAMPLES_AVAILABLE_SIGNAL, training_workflow_id
+    from rlcore.judging import decide_emission, majority, select_hint
+    from rlcore.messages import next_state_tail
 
 VOTE_ACTIVITY = {"prm": SessionActivities.prm_vote, "hint": SessionActivities.hint_vote}  # by the vote's kind
 

@@ -10,9 +10,9 @@
 Given ``rollout`` (general track), the run makes its own samples: whenever no full batch is waiting it starts a
 RolloutWorkflow child (``rollout/<run>-<first run id>-r<k>``: n episodes per task, grouped advantages, shards). In
 ``sync`` mode it waits for that rollout before selecting again and never rolls out while a step trains, so every
-sample is on-policy, and a step trains on every sample the rollouts since the last step wrote (at least
-``batch_size``; fewer: another rollout first). In ``async`` mode one rollout is always running, the next starting as the last one ends, while
-steps train on what came before; ``max_staleness`` bounds how old a trained sample may be (older ones are sealed
+sample is on-policy, and a step trains on every sample the rollouts since the last step wrote (at least ``batch_size``;
+fewer: another rollout first). In ``async`` mode one rollout is always running, the next starting as the last one ends,
+while steps train on what came before; ``max_staleness`` bounds how old a trained sample may be (older ones are sealed
 untrained). A rollout whose episodes all fail pauses the run with ``last_error``; ``stop`` cancels a running rollout.
 
 Updates ``pause``, ``resume``, ``set_hparams`` and ``stop`` act at step boundaries; ``status`` is a query. A step or a
@@ -362,7 +362,8 @@ class TrainingWorkflow:
         if res.episodes and res.failed == res.episodes:
             s.paused = True
             s.last_error = f"rollout {k}: all {res.episodes} episodes failed; first: {res.failures[0]}"[:2000]
-        elif s.rollout_mode == "async" and not (s.paused or s.stop_requested or (s.max_steps and s.step >= s.max_steps)):
+        elif s.rollout_mode == "async" and not (s.paused or s.stop_requested
+                                                or (s.max_steps and s.step >= s.max_steps)):
             self.rollout_task = asyncio.create_task(self._rollout())  # the next one, while steps train on this one
 
     def _fail(self, what: str, err: Exception) -> None:

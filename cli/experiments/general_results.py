@@ -77,8 +77,8 @@ def plot_general(runs: list[dict[str, Any]], path: Path, steps: int, title: str 
         for phase, xpos, marker in (("before", 0, "s"), ("after", steps, "*")):
             values = [r[f"success_{phase}"] for r in mine]
             mean = statistics.fmean(values)
-            ax.errorbar([xpos + nudge], [mean], yerr=[[mean - min(values)], [max(values) - mean]], fmt=marker, color=color,
-                        markersize=10, capsize=4, label=f"{reward}: eval {phase}")
+            ax.errorbar([xpos + nudge], [mean], yerr=[[mean - min(values)], [max(values) - mean]], fmt=marker,
+                        color=color, markersize=10, capsize=4, label=f"{reward}: eval {phase}")
     ax.set_xlabel("train step")
     ax.set_ylabel("success rate")
     ax.set_ylim(-0.02, 1.02)

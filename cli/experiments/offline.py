@@ -23,8 +23,16 @@ from typing import Annotated, Any
 
 import typer
 
-from cli.experiments.personal import (DEFAULT_KL_BETA, DEFAULT_LR, DEFAULT_PPO_EPOCHS, DEFAULT_TEACHER_TEMPERATURE,
-                                    METHODS, default_trainer, personal_trainer, trainer_options)
+from cli.experiments.personal import (
+    DEFAULT_KL_BETA,
+    DEFAULT_LR,
+    DEFAULT_PPO_EPOCHS,
+    DEFAULT_TEACHER_TEMPERATURE,
+    METHODS,
+    default_trainer,
+    personal_trainer,
+    trainer_options,
+)
 
 
 @dataclass

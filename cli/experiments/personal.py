@@ -39,8 +39,16 @@ from typing import Annotated, Any
 import typer
 
 from openclaw_rl.settings import Settings, get_settings
-from openclaw_rl.stack import Service, Stack, engine_service, gateway_service, port_open, stop_pid, \
-    temporal_service, worker_service
+from openclaw_rl.stack import (
+    Service,
+    Stack,
+    engine_service,
+    gateway_service,
+    port_open,
+    stop_pid,
+    temporal_service,
+    worker_service,
+)
 
 # The paper's 1e-5 is for 4-32B models. On the default tiny model (6 layers, 9,600 steps, seed 2; AVX-512), 3 seeds
 # (each its own sampling draw of the evaluation), at the defaults below, one run each (score before -> after, worst
@@ -463,10 +471,10 @@ class Experiment:
 
     async def _run_async(self, run: str, method: str, seed: int, model: Path, key: str,
                          where: "RunPlace") -> dict[str, Any]:
+        from cli.temporal import connect, ping_worker
         from envs.personal.driver import GatewayDriver
         from envs.personal.evaluate import heldout_problems
         from envs.personal.problems import generate
-        from cli.temporal import connect, ping_worker
 
         cfg = self.cfg
         client = await connect(self.s)
@@ -505,9 +513,9 @@ class Experiment:
 
     async def _converse(self, driver: Any, key: str, run: str, seed: int, problems: list[Any], offset: int,
                         sessions: list[str], bar: Any, trainer: "RunTrainer") -> None:
+        from contracts.session import session_workflow_id
         from envs.personal.users import make_user
         from openclaw_rl.turns import session_id_for
-        from contracts.session import session_workflow_id
 
         key_id = key.split("-")[1]
         gate, pace = asyncio.Semaphore(max(1, self.cfg.concurrency)), asyncio.Lock()

@@ -40,8 +40,9 @@ KEYS: dict[str, dict[str, Any]] = {
     "Home": {"key": "Home", "code": "Home", "windowsVirtualKeyCode": 36},
     "End": {"key": "End", "code": "End", "windowsVirtualKeyCode": 35},
 }
-_KEY_ALIASES = {k.lower(): k for k in KEYS} | {"return": "Enter", "esc": "Escape", "space": "Space", "left": "ArrowLeft",
-                                              "right": "ArrowRight", "up": "ArrowUp", "down": "ArrowDown"}
+_KEY_ALIASES = {k.lower(): k for k in KEYS} | {"return": "Enter", "esc": "Escape", "space": "Space",
+                                              "left": "ArrowLeft", "right": "ArrowRight", "up": "ArrowUp",
+                                              "down": "ArrowDown"}
 
 
 def format_action(name: str, **arguments: Any) -> str:

@@ -18,11 +18,9 @@ from typing import Any, Protocol
 
 from openai import AsyncOpenAI
 
-from openclaw_rl.versions import version_of_fingerprint
-
 from envs.personal.problems import Problem
 from envs.personal.users import Reaction
-
+from openclaw_rl.versions import version_of_fingerprint
 
 
 class SimulatedUser(Protocol):

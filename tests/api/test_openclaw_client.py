@@ -28,10 +28,15 @@ from typing import Any
 import httpx
 import pytest
 
+from bench.openclaw_client import (
+    ClientUnavailable,
+    Install,
+    OpenClawClient,
+    SessionResult,
+    ensure_installed,
+    parse_turn,
+)
 from tests.model_factory import free_ports
-
-from bench.openclaw_client import (ClientUnavailable, Install, OpenClawClient, SessionResult, ensure_installed,
-                                   parse_turn)
 
 RUN = "openclaw-e2e"
 # each next state carries a clear signal for the judge: a complaint with a direction (a hint), or praise

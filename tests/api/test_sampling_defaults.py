@@ -15,9 +15,9 @@ from api.cli import running
 from openclaw_rl.generation_defaults import SamplingDefaults, load_sampling_defaults
 from openclaw_rl.keys import KeyStore
 from openclaw_rl.settings import Settings
-from tests.model_factory import make_random_qwen3, running_engine
 from tests.api.test_fake_engine import ScriptedPolicy
 from tests.api.test_spool import FakeSubmitter, ListRecords
+from tests.model_factory import make_random_qwen3, running_engine
 
 GEN = {"do_sample": True, "eos_token_id": [2, 0], "temperature": 0.55, "top_p": 0.85, "top_k": 7}
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from api.sink import TurnJob, TurnRejected, TurnSink, turn_ref_from_json, turn_ref_to_json
 from api.spool import Spool
-from openclaw_rl.store import ObjectStore
 from contracts.session import TurnPayload, TurnRef
+from openclaw_rl.store import ObjectStore
 
 
 class FakeSubmitter:

@@ -19,12 +19,12 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from api.app import create_app
 from api.cli import free_port, running
+from contracts.session import SESSION_TURN_SIGNAL, SessionInput, TurnRef, session_workflow_id
 from openclaw_rl.keys import KeyStore
 from openclaw_rl.settings import Settings
 from openclaw_rl.store import ObjectStore
 from tests.api.test_fake_engine import ScriptedPolicy
 from tests.api.test_spool import ListRecords
-from contracts.session import SESSION_TURN_SIGNAL, SessionInput, TurnRef, session_workflow_id
 
 
 @workflow.defn(name="SessionWorkflow")

@@ -12,14 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.model_factory import free_ports
-
-from openclaw_rl.versions import version_of_fingerprint
+from cli.experiments.personal import _checkpoints
+from cli.experiments.results import summarize
 from envs.personal.evaluate import heldout_problems, is_correct
 from envs.personal.problems import split_of
 from envs.personal.scoring import comment_verdict
-from cli.experiments.personal import _checkpoints
-from cli.experiments.results import summarize
+from openclaw_rl.versions import version_of_fingerprint
+from tests.model_factory import free_ports
 
 
 def test_heldout_problems_are_fixed_and_heldout():
@@ -149,8 +148,8 @@ def test_personal_experiment_end_to_end(tmp_path: Path):
 def test_personal_trainer_options_merge_over_the_defaults():
     import typer
 
-    from cli.experiments.personal import ExperimentConfig, personal_trainer
     from cli.experiments.offline import OfflineConfig
+    from cli.experiments.personal import ExperimentConfig, personal_trainer
 
     student = {"negative_credit": "teacher", "binary_credit": "words"}  # the student's vote keeps off the digits
     assert personal_trainer([]) == ExperimentConfig().trainer == OfflineConfig().trainer == student

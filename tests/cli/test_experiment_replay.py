@@ -107,7 +107,6 @@ def test_the_replay_command_rejects_bad_input_with_a_message(tmp_path: Path, mon
     from typer.testing import CliRunner
 
     from cli.main import app
-
     from openclaw_rl.settings import get_settings
 
     monkeypatch.setenv("OPENCLAW_STORE_URL", f"file://{tmp_path}/store")

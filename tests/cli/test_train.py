@@ -17,10 +17,10 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from typer.testing import CliRunner
 
 from activities.training import StoreCache
-from openclaw_rl.settings import get_settings
 from cli.train import app
-from tests.workflows.test_training import orchestrator_worker
 from contracts.training import ControlRequest, HparamsUpdate, TrainingStatus
+from openclaw_rl.settings import get_settings
+from tests.workflows.test_training import orchestrator_worker
 
 
 @pytest.fixture

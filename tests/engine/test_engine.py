@@ -49,7 +49,8 @@ def test_sampled_logprobs_equal_transformers(engine_url, hf_model):
 def test_greedy_equals_transformers_generate(engine_url, hf_model):
     model, tok = hf_model
     prompt = tok.encode(PROMPT)
-    out = _gen(engine_url, input_ids=prompt, sampling_params={"max_new_tokens": 20, "temperature": 0, "ignore_eos": True})
+    out = _gen(engine_url, input_ids=prompt,
+               sampling_params={"max_new_tokens": 20, "temperature": 0, "ignore_eos": True})
     with torch.no_grad():
         ref = model.generate(torch.tensor([prompt]), max_new_tokens=20, do_sample=False, eos_token_id=None,
                              pad_token_id=0)[0, len(prompt):].tolist()
@@ -86,7 +87,8 @@ def test_batch_and_parallel_samples(engine_url):
     # SGLang order: every prompt for sample 0, then every prompt for sample 1; greedy samples agree
     assert outs[0]["output_ids"] == outs[2]["output_ids"] and outs[1]["output_ids"] == outs[3]["output_ids"]
     assert outs[0]["output_ids"] != outs[1]["output_ids"]
-    ids = _gen(engine_url, input_ids=[[5, 6, 7], [8, 9]], sampling_params=[{"max_new_tokens": 2}, {"max_new_tokens": 3}])
+    ids = _gen(engine_url, input_ids=[[5, 6, 7], [8, 9]],
+               sampling_params=[{"max_new_tokens": 2}, {"max_new_tokens": 3}])
     assert [o["meta_info"]["completion_tokens"] for o in ids] == [2, 3]
     single_n = _gen(engine_url, text="hi", sampling_params={"max_new_tokens": 3, "n": 3})
     assert isinstance(single_n, list) and len(single_n) == 3

@@ -93,7 +93,8 @@ async def test_pause_in_place_then_continue(engine_url):
     async with httpx.AsyncClient(base_url=engine_url, timeout=60) as c:
         assert (await c.post("/pause_generation", json={"mode": "in_place"})).status_code == 200
         try:
-            task = asyncio.create_task(c.post("/generate", json={"text": "a", "sampling_params": {"max_new_tokens": 4}}))
+            body = {"text": "a", "sampling_params": {"max_new_tokens": 4}}
+            task = asyncio.create_task(c.post("/generate", json=body))
             await asyncio.sleep(0.3)
             assert not task.done()
             assert (await c.get("/get_model_info")).json()["num_waiting_reqs"] == 1

@@ -18,12 +18,13 @@ from temporalio.worker import Worker
 from activities.episode import EnvActivities, EpisodeActivities
 from activities.judges import HeuristicJudge
 from activities.training import StoreCache
+from contracts.episode import EpisodeConfig, RolloutInput, RolloutResult
 from openclaw_rl.policy_client import PolicyClient
 from tests.model_factory import make_random_qwen3, running_engine
 from workers.main import env_queue_worker
-from contracts.episode import EpisodeConfig, RolloutInput, RolloutResult
 from workflows.episode import EpisodeWorkflow
 from workflows.rollout import RolloutWorkflow
+
 
 @pytest.fixture(scope="module")
 def long_model(tmp_path_factory):  # a GUI page's element list is longer than the session model's 512 positions

@@ -280,8 +280,8 @@ def test_judge_still_rewards_plain_praise() -> None:
 
 
 def test_judge_prm_and_hint_replies_for_a_confused_user() -> None:
-    from rlcore.judging import parse_hint_vote, parse_score
     from contracts.session import JudgeRequest, TurnRef
+    from rlcore.judging import parse_hint_vote, parse_score
 
     next_state = [{"role": "user", "content": "wait, 2 + 11 = what? you left out the result. Finish each "
                                               "calculation with its result."}]

@@ -214,8 +214,8 @@ def test_a_read_only_bind_under_tmp_is_visible_and_read_only() -> None:
     (shared / "page.html").write_text("hello")
     box = Sandbox(SandboxConfig(ro_binds=("/usr", "/etc", str(shared))))
     try:
-        rc, out, timed_out = box.run(["/bin/sh", "-c",
-                                      f"cat {shared}/page.html; echo; (echo x > {shared}/new) 2>/dev/null || echo refused"])
+        script = f"cat {shared}/page.html; echo; (echo x > {shared}/new) 2>/dev/null || echo refused"
+        rc, out, timed_out = box.run(["/bin/sh", "-c", script])
     finally:
         box.close()
         written = (shared / "new").exists()

@@ -164,8 +164,8 @@ async def test_the_heuristic_step_judge_votes_down_a_repeat_that_changes_nothing
     """Real steps through ``judge_request`` (the history a step judge sees) and the heuristic judge: a clean command
     +1; the same call again with the same output -1 (no progress); the same call after the output changed +1."""
     from activities.judges import HeuristicJudge
-    from rlcore.judging import parse_score
     from contracts.episode import EpisodeStep
+    from rlcore.judging import parse_score
     from workflows.episode import judge_request
 
     env.reset(scratch())
@@ -187,8 +187,8 @@ async def test_a_repeat_whose_output_differs_only_by_the_clock_is_still_a_repeat
     """A command printing the time (and a long hex id) twice: the outputs differ, nothing changed, so the second -1;
     a command whose output changes in a real number is no repeat."""
     from activities.judges import HeuristicJudge
-    from rlcore.judging import parse_score
     from contracts.episode import EpisodeStep
+    from rlcore.judging import parse_score
     from workflows.episode import judge_request
 
     env.reset(scratch())

@@ -9,9 +9,9 @@ import httpx
 import pytest
 
 from api.cli import running
-from tests.openclaw_rl.test_policy_client_contract import http_only
 from openclaw_rl.policy_client import GenerationChunk, PolicyClient, PolicyEngineError, SamplingParams
 from tests.model_factory import make_random_qwen3, running_engine
+from tests.openclaw_rl.test_policy_client_contract import http_only
 
 PROMPT = [5, 17, 33, 80, 120]
 

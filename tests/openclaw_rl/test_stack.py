@@ -8,10 +8,9 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
-
 import uuid
 from datetime import timedelta
+from pathlib import Path
 
 import httpx
 from temporalio import activity, workflow

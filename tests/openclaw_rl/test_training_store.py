@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from activities.training import AlreadyTrainedError, checkpoint_prefix, seal_version, select_batch
+from contracts.training import SealInput, SelectBatchInput
 from openclaw_rl.records import RecordWriter, record_versions
 from openclaw_rl.samples import Sample, SampleReader, SampleWriter, TrainedLedger
 from openclaw_rl.store import LocalStore
-from contracts.training import SealInput, SelectBatchInput
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -93,9 +93,9 @@ def test_train_step_on_s3_uploads_is_effectively_once_and_resumes(s3_server, ran
     from temporalio.testing import ActivityEnvironment
 
     from activities.training import StoreCache, TrainerActivities
+    from contracts.training import TrainHparams, TrainStepInput
     from openclaw_rl.store import ObjectStore
     from trainer.torch_backend import read_state
-    from contracts.training import TrainHparams, TrainStepInput
 
     torch.set_num_threads(1)
     creds = {"endpoint_url": s3_server["endpoint_url"], "access_key_id": "test", "secret_access_key": "test"}

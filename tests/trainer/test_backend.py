@@ -10,9 +10,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from contracts.training import TrainHparams, TrainingInput
 from trainer.batch import collate, response_logprobs
 from trainer.torch_backend import TorchBackend, TrainConfig
-from contracts.training import TrainHparams, TrainingInput
 
 torch.set_num_threads(1)
 

@@ -267,11 +267,11 @@ def test_trainer_worker_steps_through_megatron_on_s3(s3_server, tmp_path: Path) 
     from temporalio.testing import ActivityEnvironment
 
     from activities.training import StoreCache, TrainerActivities
+    from contracts.training import TrainHparams, TrainStepInput
     from openclaw_rl.samples import Sample, SampleWriter
     from openclaw_rl.store import ObjectStore
     from trainer.megatron.launch import MegatronLaunch
     from trainer.torch_backend import read_state
-    from contracts.training import TrainHparams, TrainStepInput
 
     torch.set_num_threads(1)
     model = make_random_qwen3(tmp_path / "model", seed=2, sliding_window=6)

@@ -1,11 +1,11 @@
 """General-track episodes against a real Temporal server, the real local engine, real sandboxes and a file:// store.
 
-The policy is the terminal env's scripted policy (reference commands with seeded mistakes; the tiny model cannot act:
-of 32 replies sampled on 8 tasks none parses as an action, default build and test preset alike), its log-probs scored by the engine, or the engine itself
-sampling from the random test model (all malformed: each becomes an observation). Step votes come from the heuristic
-judge (a rule-based stand-in for the LLM judge) through the same activity. Episodes run where the RolloutWorkflow starts
-them, on the env queue (every call a local activity next to the env); one test also runs them on the orchestrator queue
-(regular activities), the way histories recorded before that ran.
+The policy is the terminal env's scripted policy (reference commands with seeded mistakes; the tiny model cannot act: of
+32 replies sampled on 8 tasks none parses as an action, default build and test preset alike), its log-probs scored by
+the engine, or the engine itself sampling from the random test model (all malformed: each becomes an observation). Step
+votes come from the heuristic judge (a rule-based stand-in for the LLM judge) through the same activity. Episodes run
+where the RolloutWorkflow starts them, on the env queue (every call a local activity next to the env); one test also
+runs them on the orchestrator queue (regular activities), the way histories recorded before that ran.
 
 Run as a module, this file is an env worker whose policy calls take a second (the kill test starts it, then kills it).
 """
@@ -36,11 +36,6 @@ from temporalio.worker import Replayer, Worker
 from activities.episode import EnvActivities, EpisodeActivities, render_ids
 from activities.judges import HeuristicJudge
 from activities.training import StoreCache
-from envs.sandbox import processes_of_uid
-from openclaw_rl.policy_client import PolicyClient
-from openclaw_rl.samples import SampleReader
-from rlcore.general import Trajectory, step_index_advantages, step_reward
-from workers.main import build_env_workers, env_activities, env_queue_worker
 from contracts.episode import (
     EpisodeConfig,
     EpisodeInput,
@@ -53,6 +48,11 @@ from contracts.episode import (
     episode_workflow_id,
 )
 from contracts.session import Vote
+from envs.sandbox import processes_of_uid
+from openclaw_rl.policy_client import PolicyClient
+from openclaw_rl.samples import SampleReader
+from rlcore.general import Trajectory, step_index_advantages, step_reward
+from workers.main import build_env_workers, env_activities, env_queue_worker
 from workflows.episode import EpisodeWorkflow
 from workflows.rollout import RolloutWorkflow
 

@@ -19,10 +19,10 @@ from temporalio.worker import Replayer, Worker
 from activities.judges import HeuristicJudge
 from activities.session import SessionActivities, sample_id_for
 from activities.training import TrainerSignals
+from contracts.session import SessionConfig, SessionInput, SessionStatus, TurnPayload, TurnRef, session_workflow_id
 from openclaw_rl.policy_client import PolicyClient, SamplingParams
 from openclaw_rl.samples import SampleReader
 from openclaw_rl.store import ObjectStore
-from contracts.session import SessionConfig, SessionInput, SessionStatus, TurnPayload, TurnRef, session_workflow_id
 from openclaw_rl.versions import policy_version_of
 from workflows.session import SessionWorkflow
 
@@ -44,7 +44,8 @@ async def serve_turn(policy: PolicyClient, tokenizer, messages: list[dict], sess
             break
         tail.insert(0, m)
     return TurnRef(request_id=uuid.uuid4().hex, session_id=session, user="alice", turn_type=turn_type,
-                   policy_version=policy_version_of(gen.weight_version), created_at=time.time(), session_done=done, tail=tail,
+                   policy_version=policy_version_of(gen.weight_version), created_at=time.time(), session_done=done,
+                   tail=tail,
                    payload=TurnPayload(messages=messages, prompt_ids=list(prompt_ids), response_ids=gen.output_ids,
                                        response_logprobs=gen.output_logprobs, response_text=gen.text))
 

@@ -22,10 +22,10 @@ import pytest
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from contracts.session import SessionConfig, SessionInput, SessionStatus, session_workflow_id
 from openclaw_rl.policy_client import PolicyClient
 from openclaw_rl.store import ObjectStore
 from tests.workflows.test_session import COMPLAINT, PRAISE, serve_turn
-from contracts.session import SessionConfig, SessionInput, SessionStatus, session_workflow_id
 from workflows.session import SessionWorkflow
 
 pytestmark = pytest.mark.slow

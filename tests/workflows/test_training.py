@@ -28,11 +28,11 @@ from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Replayer, Worker
 
 from activities.training import StoreActivities, StoreCache, TrainerActivities, checkpoint_prefix
+from contracts.training import TRAINING_WORKFLOW, PushWeightsInput, TrainingInput, TrainingStatus
 from openclaw_rl.policy_client import PolicyClient, SamplingParams
 from openclaw_rl.samples import Sample, SampleReader, SampleWriter, TrainedLedger
 from openclaw_rl.store import LocalStore
 from tests.model_factory import make_random_qwen3, running_engine
-from contracts.training import TRAINING_WORKFLOW, PushWeightsInput, TrainingInput, TrainingStatus
 from workflows.training import TrainingWorkflow
 
 torch.set_num_threads(1)

@@ -24,13 +24,13 @@ from temporalio.worker import Replayer, Worker
 from activities.episode import EnvActivities, EpisodeActivities
 from activities.judges import HeuristicJudge
 from activities.training import StoreActivities, StoreCache, TrainerActivities
+from contracts.episode import EpisodeConfig, RolloutInput
+from contracts.training import TRAINING_WORKFLOW, ControlRequest, TrainingInput, TrainingStatus
 from openclaw_rl.policy_client import PolicyClient
 from openclaw_rl.samples import SampleReader, TrainedLedger
 from openclaw_rl.store import LocalStore
 from tests.model_factory import running_engine
 from workers.main import env_queue_worker
-from contracts.episode import EpisodeConfig, RolloutInput
-from contracts.training import TRAINING_WORKFLOW, ControlRequest, TrainingInput, TrainingStatus
 from workflows.episode import EpisodeWorkflow
 from workflows.rollout import RolloutWorkflow
 from workflows.training import TrainingWorkflow

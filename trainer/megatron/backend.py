@@ -38,8 +38,15 @@ import torch.distributed as dist
 from trainer.batch import Batch
 from trainer.megatron import convert, parallel
 from trainer.megatron.model import attention_window, build_gpt_model, causal_mask
-from trainer.torch_backend import (OPTIMIZER_FILE, STATE_FILE, TOKENIZER_FILES, TorchBackend, TrainConfig, _agg_weight,
-                                   read_state)
+from trainer.torch_backend import (
+    OPTIMIZER_FILE,
+    STATE_FILE,
+    TOKENIZER_FILES,
+    TorchBackend,
+    TrainConfig,
+    _agg_weight,
+    read_state,
+)
 
 
 class MegatronBackend(TorchBackend):
