@@ -12,7 +12,7 @@ into place instead of training (seconds instead of about an hour); ``force`` alw
 build whose stamp no longer matches (the corpus or the recipe changed) is ignored. On one CPU thread the build repeats
 bit for bit on the same kind of CPU, but not across kinds: the kernels torch picks for the CPU's vector instructions
 (the stamp's ``cpu_capability``) round differently, and over 9,600 steps the difference grows into another model of the
-same recipe, as unlike as another seed (``cli/studies/degenerate.py``). ``build-tiny --force`` makes such a build;
+same recipe, as unlike as another seed (``envs/personal/degenerate.py``). ``build-tiny --force`` makes such a build;
 the shipped weights are the ones the README's figures were measured on.
 
 Training is plain next-token cross-entropy on assistant tokens only (everything else is context), AdamW with linear
@@ -47,8 +47,8 @@ from typing import Any
 STAMP = "build_stamp.json"
 # finished builds that ship with the project (``OPENCLAW_TINY_SHIPPED`` names another folder; an empty one: none)
 SHIPPED = Path(os.environ.get("OPENCLAW_TINY_SHIPPED") or Path(__file__).resolve().parent / "weights")
-_SOURCES = ["envs/personal/problems.py", "envs/personal/styles.py", "envs/personal/agent_prompt.py",
-            "tinymodel/corpus.py", "tinymodel/toolcall_rows.py",
+_SOURCES = ["envs/personal/problems.py", "envs/personal/styles.py", "envs/personal/agent_prompt.py", "tinymodel/corpus.py",
+            "tinymodel/toolcall_rows.py",
             "tinymodel/tokenizer.py", "tinymodel/chat_template.py", "tinymodel/build.py"]
 _ROOT = Path(__file__).resolve().parent.parent
 
@@ -84,7 +84,7 @@ class BuildConfig:
     default_ai: float = 0.6  # share of unhinted homework answers in the AI-looking style
     default_terse: float = 0.5  # share of unhinted grading comments that are terse (the rest: practice at warm ones)
     # share of casual answers that state the result before working it out ("It's 56 km. Here's the breakdown: ..."):
-    # at 0.2 they were the student's most garbled answers after training (17% against 6%; cli/studies/degenerate.py)
+    # at 0.2 they were the student's most garbled answers after training (17% against 6%; envs/personal/degenerate.py)
     answer_first: float = 0.0
 
 

@@ -79,8 +79,7 @@ def fingerprint() -> str:
 
     from envs.toolcall.actions import answer_call, parse_action, python_call
     from envs.toolcall.env import ANSWER_RECORDED, SYSTEM_PROMPT
-    from envs.toolcall.tasks import EVAL_EVERY, SEED
-    from envs.toolcall.tasks import FAMILIES as SUITE_FAMILIES
+    from envs.toolcall.tasks import EVAL_EVERY, FAMILIES as SUITE_FAMILIES, SEED
 
     return json.dumps({
         "system": SYSTEM_PROMPT, "calls": [python_call("print(1)"), answer_call("1")], "recorded": ANSWER_RECORDED,

@@ -127,7 +127,7 @@ def _packs(d: _Draw) -> Made:
 
 @_template
 def _share(d: _Draw) -> Made:
-    (n, _), t, k, each = d.person(), d.pick(SMALL_THINGS), d.int(2, 8), d.int(2, 12)
+    (n, p), t, k, each = d.person(), d.pick(SMALL_THINGS), d.int(2, 8), d.int(2, 12)
     q = f"{n} has {k * each} {t} and shares them equally among {k} friends. How many {t} does each friend get?"
     return q, [_step(k * each, "/", k, f"{t} each friend gets")], t
 
