@@ -50,187 +50,19 @@ from openclaw_rl.stack import (
     worker_service,
 )
 
-# The paper's 1e-5 is for 4-32B models. On the default tiny model (6 layers, 9,600 steps, seed 2; AVX-512), 3 seeds
-# (each its own sampling draw of the evaluation), at the defaults below, one run each (score before -> after, worst
-# seed, malformed after, accuracy before -> after), 216 held-out problems:
-#   student, 36 interactions (48 samples, three full batches: the final batch does not apply): combined 0.24 -> 0.95,
-#     0.94, 0.008, 0.83 -> 0.83; again 0.96, 0.94, 0.014, 0.81; binary 0.91, 0.90, 0.019, 0.82; OPD 0.49, 0.40,
-#     0.006, 0.82
-#   student combined with the curve evaluated every 12 interactions (--eval-every 12): 0.24 -> 0.93, 0.89, 0.014,
-#     0.83 -> 0.82
-#   teacher, 24 interactions: combined 0.45 -> 0.90, 0.87, 0.017, 1.00 -> 1.00; binary 0.85, 0.83, 0.023, 1.00; OPD
-#     0.74, 0.71, 0.019, 1.00; again combined 0.89, 0.88, 0.023, 1.00; 0.90, 0.88, 0.032, 1.00 (one seed got 31
-#     samples: a batch of 16, then the 15 left in the final batch); 0.90, 0.87, 0.020, 1.00
-# and 108 problems: student combined 0.23 -> 0.93, 0.86, 0.012, 0.82 -> 0.83; 0.95, 0.93, 0.015, 0.78.
-# Before the last, smaller step on the samples left over (final_batch), teacher, 24 interactions, 216 problems: with the
-# student's credit (binary_credit=words) combined 0.45 -> 0.86, 0.74, 0.031, 1.00 -> 1.00 (its worst seed got 29
-# samples and trained one batch of 16, the others 32); binary 0.85, 0.81, 0.025; OPD 0.75, 0.72, 0.016; again combined
-# 0.90, 0.87, 0.026; 0.87, 0.79, 0.028 (108 problems: 0.87, 0.87, 0.028). With the paper's credit: combined 0.86,
-# 0.77, 0.022 (a seed with 31 samples trained one batch); binary 0.87, 0.84, 0.026; OPD 0.54, 0.43, 0.012 (two
-# seeds got 14 and 11 hinted samples and trained nothing).
-# The vote's reward on every token (binary_credit=all, the paper's and the teacher's default), 108 problems:
-#   student, 36 interactions: combined 0.23 -> 0.92, 0.91, 0.015, 0.82 -> 0.82; 0.95, 0.95, 0.009, 0.81; 0.92, 0.88,
-#     0.009, 0.81. --kl-beta 0.1: 0.93, 0.92, 0.015, 0.81; 0.93, 0.92, 0.019, 0.80; 0.94, 0.93, 0.012, 0.76 (binary
-#     0.86, 0.75, 0.006, 0.77; OPD 0.52, 0.45, 0.012, 0.80). --batch-size 24 (two updates of 24 instead of three of
-#     16): 0.78, 0.66, 0.006, 0.83
-#   teacher, 24 interactions: combined 0.46 -> 0.88, 0.86, 0.028, 1.00 -> 1.00; binary 0.82, 0.77, 0.034, 0.98;
-#     OPD 0.72, 0.69, 0.022, 1.00; again combined 0.86, 0.82, 0.034. --kl-beta 0.1: 0.84, 0.81, 0.031 (binary 0.81,
-#     0.79; OPD 0.62, 0.49); 0.86, 0.80, 0.022
-#   cli/studies/sums.py on the student runs' checkpoints (the right result's probability in the trained answers'
-#     own words, base model minus trained): about 0.012 on average at binary_credit=all (fifteen seeds at KL 0.05,
-#     up to 0.040; nine at KL 0.1 alike), 0.008 at "words" (twelve seeds, at most 0.017); at --batch-size 24 0.002
-# Measured with one shared sampling draw for every seed (its before accuracy 0.83, 2.8 points above the base model's
-# mean over five draws), binary_credit=all, KL 0.05:
-#   student, 36 interactions: combined 0.20 -> 0.95, 0.95, 0.006, 0.83 -> 0.79; binary 0.78, 0.73, 0.000, 0.81;
-#     OPD 0.50, 0.45, 0.006, 0.81. Two more runs of combined: 0.94, 0.94, 0.022, 0.77; 0.95, 0.94, 0.012, 0.76.
-#     Levers on it, combined, one run each: --kl-beta 0.15 0.92, 0.87, 0.003, 0.80; 0.92, 0.86, 0.015, 0.79 (teacher
-#     0.84, 0.82, 0.015; binary 0.85, 0.84); --kl-beta 0.1 0.94, 0.93, 0.025, 0.80; --ppo-epochs 4 0.70, 0.52,
-#     0.003, 0.80; --trainer adam_eps=1e-4 0.94, 0.92, 0.006, 0.79 (with each seed's own draw: 0.91, 0.89, 0.009,
-#     0.82 -> 0.83); adam_eps=3e-5 0.96, 0.96, 0.000, 0.76
-#   teacher, 24 interactions: combined 0.49 -> 0.93, 0.90, 0.025, 1.00 -> 1.00; binary 0.88, 0.88, 0.025, 1.00;
-#     OPD 0.60, 0.49, 0.012, 1.00 (two of three seeds got fewer than 16 hinted turns and trained nothing)
-# Seed 1 of that recipe: teacher combined 0.38 -> 0.93, 0.92, 0.031, 1.00; student combined 0.29 -> 0.93, 0.92,
-# 0.043, 0.70 -> 0.63; --kl-beta 0.1 0.91, 0.88, 0.040, 0.65, again 0.83, 0.80, 0.034, 0.63 (teacher 0.88, 0.86,
-# 0.037); --trainer binary_credit=words 0.92, 0.89, 0.040, 0.64: 5 to 8 points of sums lost, so seed 2 is the default.
-# What follows was measured on the build before it (6 layers, 6,400 steps, seed 1, no answer-first
-# casual answers; sliding window, 65,536 positions, with the tool-call rows; built on an AVX-512 machine), with the
-# score counting well-formed answers only, 108 held-out problems, 3 seeds each, at the defaults (lr 1.5e-4, 8 PPO epochs
-# per batch, KL 0.05 to the base model, a rejected answer blamed only on the tokens the hinted teacher disfavours):
-#   student, 36 interactions: combined 0.25 -> 0.94 (worst seed 0.91), malformed 0.018 -> 0.046, accuracy 0.43 ->
-#     0.41; binary 0.82 (worst 0.75, malformed 0.049, accuracy 0.36); OPD 0.52 (worst 0.43, malformed 0.052, accuracy
-#     0.41; one batch of 16 trained: only hinted turns make its samples). Two more runs of combined: 0.92 (worst
-#     0.91), malformed 0.037, accuracy 0.43 -> 0.45; 0.92 (worst 0.87), malformed 0.040, accuracy 0.42
-#   teacher, 24 interactions: combined 0.40 -> 0.89 (worst 0.87), malformed 0.009 -> 0.052, accuracy 1.00 -> 1.00;
-#     binary 0.86 (worst 0.85, malformed 0.043); OPD 0.84 (worst 0.82, malformed 0.046). Another run: combined 0.87
-#     (worst 0.86), malformed 0.043; binary 0.83 (worst 0.76, malformed 0.052); OPD 0.80 (worst 0.75, malformed
-#     0.049). Three more of combined: 0.86 (worst 0.82), malformed 0.056; 0.86 (0.83), 0.046; 0.89 (0.88), 0.052. Over
-#     the five combined runs the malformed share is 0.050 (14 to 18 of 324 per run), nearly all a step of the
-#     student's work miscopied, on 12 of the 108 problems
-# Levers tried on this build, 3 seeds per run (combined: score, worst seed, malformed after; student also accuracy
-# after): --kl-beta 0.1, teacher 0.86, 0.82, 0.040; 0.88, 0.82, 0.040; 0.88, 0.85, 0.043 (binary 0.82, malformed
-# 0.068; OPD 0.78, 0.037); 0.87, 0.83, 0.052; student 0.91, 0.91, 0.037, 0.34 (one seed at 0.21); 0.88, 0.85, 0.046,
-# 0.40 (binary 0.78, OPD 0.53). The teacher's malformed share 0.044 over four runs against the defaults' 0.050, within
-# the runs' spread, and one student run lost 9 points of sums, so the default stays 0.05. --trainer
-# negative_credit=all (blame every token of a rejected reply, the misquoted number included), teacher: 0.87, 0.85,
-# 0.046; 0.87, 0.86, 0.056: no change.
-# The simulated teacher naming the step a comment miscopies (envs/personal/users.py: "Their step was 70 - 64 = 6:
-# please copy the student's numbers exactly."), so that the hint on those turns, and OPD's teacher, has the right
-# number: 2 to 12 of the about 175 judged turns of a 3-seed run get such a hint. Teacher combined, twelve runs: 0.88,
-# 0.87, 0.049; 0.88, 0.85, 0.049; 0.88, 0.86, 0.049; 0.91, 0.89, 0.046 (binary 0.85, 0.84, 0.056; OPD 0.84, 0.82,
-# 0.037); 0.90, 0.88, 0.052; 0.88, 0.83, 0.043; 0.86, 0.83, 0.049; 0.89, 0.87, 0.052; 0.91, 0.90, 0.040; 0.89, 0.86,
-# 0.059; 0.85, 0.84, 0.043; 0.90, 0.88, 0.040: 0.048 (186 of 3,888) against 0.050 (97 of 1,944) over six runs
-# before it, within the runs' spread. With it, --lr 1.25e-4: 0.88, 0.86, 0.049; 0.89, 0.88, 0.040; 0.85, 0.81,
-# 0.043; --teacher-temperature 0.5 (the hinted teacher sharper on the named number): 0.89, 0.84, 0.037; 0.90, 0.87,
-# 0.062; 0.89, 0.87, 0.040; 0.88, 0.87, 0.056; 0.89, 0.86, 0.043; 0.89, 0.87, 0.059: 0.049 (96 of 1,944). No change.
-# A comment's wrong step counting as malformed ("Your step 12 - 11 = 3" where the work says 12 - 11 = 1; the simulated
-# teacher names the student's step most like it, users.closest_step), teacher, 24 interactions, 3 seeds: combined 0.88,
-# 0.86, 0.074 (binary 0.83, 0.80, 0.077; OPD 0.82, 0.82, 0.059); two more of combined 0.88, 0.87, 0.062; 0.87, 0.86,
-# 0.065: 0.067 (65 of 972, 15 of them a wrong step; 0.051 without that check). With the step named as for a number from
-# nowhere (the one sharing most numbers with the sentence) instead: combined 0.87, 0.85, 0.062 (binary 0.79, 0.70,
-# 0.074, accuracy 0.96; OPD 0.68, 0.40, 0.043, one seed with fewer than 16 hinted turns trained nothing); 0.86, 0.84,
-# 0.062; 0.87, 0.84, 0.059: 0.061 (59 of 972, 9 a wrong step; 0.051 without the check). Levers at that, combined (score,
-# worst seed, malformed): --batch-size 8 --ppo-epochs 4: 0.90, 0.89, 0.065; 0.90, 0.89, 0.065. --trainer clip_eps=0.5:
-# 0.90, 0.89, 0.065; 0.90, 0.88, 0.056. --kl-beta 0.1: 0.79, 0.74, 0.071; 0.80, 0.78, 0.056. --lr 1.25e-4: 0.88, 0.87,
-# 0.062; 0.86, 0.84, 0.059. --trainer w_binary=0.5 (the vote at half weight beside OPD): 0.85, 0.83, 0.065; 0.87, 0.86,
-# 0.068. The base model's comments under a style hint are malformed 3.7% of the time (7 of 12 a wrong step;
-# degenerate.py); none of these levers brings the trained share below 0.056.
-# A build with more practice at warm comments (default_terse 0.25, seed 2; not shipped, degenerate.py), combined, 3
-# seeds: teacher 0.62 -> 0.93 (worst seed 0.92), malformed 0.025, accuracy 1.00; again 0.94, 0.92, 0.025 (binary 0.91,
-# 0.84, 0.015; OPD trained nothing, no seed got 16 hinted turns); student 0.39 -> 0.85 (0.81), 0.025, accuracy 0.38 ->
-# 0.32; again 0.87 (0.82), 0.025, 0.38 -> 0.30: the teacher's marks met, the student's accuracy mark missed.
-# Seed 5 of that recipe (AVX-512), combined, 3 seeds: teacher 0.58 -> 0.89 (worst seed 0.89), malformed 0.040; student
-# 0.32 -> 0.96 (0.93), malformed 0.003, accuracy 0.38 -> 0.26. Where the sums go (degenerate.py on the experiment's own
-# 108 problems, 3 draws, accuracy by style): that build gets 0.37 of its formatted answers right, 0.26 of its few
-# casual ones and 0.32 of its answers under a style hint; after training (seed 0, 2 steps) 0.23 of its casual ones. The
-# shipped build: formatted 0.46, casual 0.48, hinted 0.44. So on seed 5 the style alone costs 5 points and the
-# training 9 more, where the shipped build loses neither. --trainer binary_credit=words (the vote never reaches a
-# digit; a calculation's digits are left to OPD and the KL term) on seed 5: student 0.87 (worst seed 0.76), malformed
-# 0.062, accuracy 0.29; teacher 0.91 (0.88), malformed 0.059: on that build the sums were not lost through the digits
-# the vote credits, so the default then stayed "all" (the paper's). On the shipped build cli/studies/sums.py shows
-# them lost there in part, and "words" is the default (above).
-# The default build again, with a sentence dropped for a new one counted as broken (scoring._RESTART), one run each:
-# student 0.25 -> 0.94 (worst seed 0.92), malformed 0.037, accuracy 0.43 -> 0.39; teacher 0.40 -> 0.84 (0.80), 0.059.
-# The seed-1 build shipped before it (the same recipe and seed built on another kind of CPU, so another model;
-# tinymodel/build.py), at the same defaults: student combined 0.27 -> 0.93 (worst 0.88), malformed 0.009 -> 0.031,
-# accuracy 0.42 -> 0.36; binary 0.82 (worst 0.79, malformed 0.025, accuracy 0.35); OPD 0.56 (worst 0.47, malformed
-# 0.028, accuracy 0.39); teacher combined 0.43 -> 0.90 (worst 0.85), malformed 0.009 -> 0.059; binary 0.84 (worst
-# 0.82, malformed 0.062); OPD 0.57 (worst 0.43, malformed 0.025; two of three runs got fewer than 16 hinted turns and
-# trained nothing).
-# What follows was measured on that build and earlier ones.
-# Why these defaults. Without answer-first casual answers the base model works a result out before stating it, so its
-# accuracy on the student's problems is 0.42 (the previous default's 0.16), and style training costs it: at the
-# previous defaults (lr 1e-4, no KL, every token of a rejected answer blamed) combined reached 0.27 -> 0.83 (worst seed
-# 0.79), malformed 0.043, accuracy 0.42 -> 0.35; its casual answers' equations with a wrong result rose from 0.39 to
-# 0.43 (an answer trained towards with +1 carries its wrong sums along). Combined, 3 seeds each (score, worst seed,
-# malformed after, accuracy after; negative_credit=teacher in all but the first):
-#   student, 36 interactions: previous defaults 0.83, 0.79, 0.043, 0.35; negative_credit=teacher 0.88, 0.83, 0.025,
-#     0.34; with KL 0.05 0.83, 0.77, 0.015, 0.39; KL 0.1 0.80, 0.74, 0.025, 0.40; KL 0.1 and lr 2e-4 0.92, 0.89, 0.028,
-#     0.32; KL 0.2 and lr 2e-4 0.83, 0.79, 0.046, 0.35; KL 0.05 and lr 1.5e-4 (the defaults) 0.89, 0.86, 0.049, 0.39
-#   teacher, 24 interactions: previous defaults 0.86, 0.86, 0.053, 1.00; KL 0.05 0.90, 0.88, 0.046, 1.00; KL 0.05 and
-#     lr 1.5e-4 (the defaults) 0.88, 0.87, 0.053, 1.00
-# The KL term keeps the sums (casual answers' wrong equations 0.39 at KL 0.1, 0.42 at the defaults) at a cost in style
-# learnt, which the larger step wins back. The seeds of one run differ by up to 0.16 in score, 0.06 in malformed share.
-# Replaying the table's combined runs on their own recorded batches (`experiment replay`, 2 evaluations of the 108
-# problems per seed): teacher malformed 0.056 as recorded, 0.051 with AdamW eps 1e-4 (base model 0.009); student
-# accuracy 0.46 -> 0.37 as recorded, 0.38 at KL 0.2 (score 0.85 against 0.91), 0.40 at eps 1e-4 (score 0.87). On the
-# stack eps 1e-4 gave teacher 0.89 (worst seed 0.88), malformed 0.059, and student 0.86 (worst 0.77), malformed 0.031,
-# accuracy 0.42 -> 0.38: no optimiser or KL setting tried moves the teacher's misquotes by more than the noise.
-# Where a trained comment misquotes, the base model given the same words before puts most of its probability on the
-# wrong token too (14 of 17): the style learnt (quote every step, correct the wrong one) leads into sentences the base
-# model gets wrong.
-# On the previous default (the same recipe with answer-first casual answers), lr 1e-4, no KL, every token blamed:
-#   student, 36 interactions: combined 0.21 -> 0.84 (worst seed 0.82), malformed 0.037 -> 0.080, accuracy 0.16 ->
-#     0.15; binary 0.75 (worst 0.69, malformed 0.071, accuracy 0.10); OPD 0.51 (worst 0.43, malformed 0.046; one batch
-#     of 16 trained: only hinted turns make its samples)
-#   teacher, 24 interactions: combined 0.40 -> 0.90 (worst 0.85), malformed 0.028 -> 0.016, accuracy 1.00 -> 0.997;
-#     binary 0.84 (worst 0.82, malformed 0.025); OPD 0.78 (worst 0.75, malformed 0.022)
-# On the earlier default (4 layers, 3,200 steps, seed 0):
-#   the defaults, student: combined 0.09 -> 0.88 (worst seed 0.83), malformed 0.00 -> 0.06, accuracy 0.05 -> 0.06;
-#     binary 0.78 (worst 0.73, malformed 0.06); OPD 0.81 (worst 0.73, malformed 0.05)
-#   the same, teacher: combined 0.19 -> 0.74 (worst 0.69), malformed 0.01 -> 0.14, accuracy 1.00 -> 0.99; binary 0.60
-#     (malformed 0.21, accuracy 0.90); OPD 0.61 (malformed 0.11)
-#   lr 7e-4, 1 epoch (the paper's single update per batch; measured before the pacing waited for judging), student:
-#     0.09 -> 0.53 (worst 0.18), malformed 0.09, accuracy 0.11 -> 0.04; teacher: 0.16 -> 0.79 (worst 0.76),
-#     malformed 0.20, accuracy 1.00 -> 0.95
-# The floor under "malformed": that model's own casual answers misquote a number 5.6% of the time (648 answers
-# under a style hint, against 0.6% for its default style); its friendly grading comments 12% (108). OPD's teacher is
-# that model under a hint, so training towards the style lands near that rate; fewer, larger updates garble more.
-# In a plain loop with the same users, judge and trainer backend (no stack), a larger AdamW epsilon (parameters with
-# small gradients move less) did not help at lr 7e-4 and 1 epoch: 1e-5 to 3e-4 traded score for malformed answers along
-# the same line; 1e-3 (lr 3e-3) and 1e-2 (lr 3e-2) collapsed to mostly malformed text.
-DEFAULT_LR = 1.5e-4
-DEFAULT_PPO_EPOCHS = 8
-# The OPD teacher's log-probs at temperature T: log_softmax(logits / T) (the paper: 1). OPD moves each token's
-# probability towards the teacher's, so at 1 the student inherits the hinted base model's spread, misquoted numbers
-# included; below 1 the teacher keeps what it prefers and drops what it only tolerates. Measured at 0.5 against 1:
-#   plain loop (`experiment offline`, student, 36 interactions, seeds 0-5): combined malformed 0.074 -> 0.054, score
-#     0.90 -> 0.93; teacher, 24 interactions, 3 seeds: 0.71 (malformed 0.27) -> 0.74 (0.24)
-#   on the stack (3 seeds): student combined 0.88 (worst 0.83, malformed 0.062) -> 0.91 (worst 0.86, malformed 0.065;
-#     seeds 0.019 / 0.046 / 0.130), OPD alone 0.81 -> 0.57; teacher combined 0.74 (0.14) -> 0.73 (0.13), OPD alone
-#     0.61 (0.11) -> 0.52 (0.08)
-# The stack did not confirm the loop's drop in malformed answers and OPD alone learnt less, so the default stays 1.
-# Other levers on the stack, combined only, 3 seeds (score, worst seed, malformed after): each one trades style learnt
-# for malformed answers along one line whose floor is the hinted base model's own misquote rate (student 0.056):
-#   student, 36 interactions (defaults: 0.88, 0.83, 0.062): --kl-beta 0.1: 0.84, 0.78, 0.056; --kl-beta 0.05 with
-#     --teacher-temperature 0.5: 0.88, 0.87, 0.056; clip_eps_high=0.2: 0.92, 0.86, 0.059; --ppo-epochs 4: 0.69,
-#     0.61, 0.046
-#   teacher, 24 interactions (defaults: 0.74, 0.69, 0.14): --kl-beta 0.1: 0.61, 0.57, 0.10 (binary 0.55, OPD 0.46);
-#     --batch-size 8: 0.78, 0.75, 0.20; --batch-size 8 --kl-beta 0.05: 0.79, 0.75, 0.15
-#   --trainer negative_credit=teacher (a negative reward blames only the tokens the hinted teacher disfavours, so
-#     numbers it would have copied as well are not pushed down): student 0.90, 0.89, 0.059; teacher 0.79, 0.69, 0.14
-# (the plain loop had KL 0.05-0.1 halving the teacher's malformed answers, 0.27 -> 0.12-0.13, at a higher score; the
-# stack did not repeat it). Other base models and their hinted misquote rates: cli/studies/degenerate.py.
-DEFAULT_TEACHER_TEMPERATURE = 1.0
-# The KL term: at 0.1 the student's sums fell as much as at 0.05 and the teacher's worst seed fell to 0.81 and 0.80
-# (figures at the top of this file).
+# Figures behind each default: docs/RESULTS.md, "Personal experiment".
+# The paper's 1e-5 is for 4-32B models; the tiny CPU model learns at a larger step, over several PPO epochs per batch.
+DEFAULT_LR = 1.5e-4  # (docs/RESULTS.md, "Learning rate, PPO epochs and the runs behind the defaults")
+DEFAULT_PPO_EPOCHS = 8  # fewer epochs learnt much less style (4: score 0.70 against 0.95, same section)
+# At 0.5 the stack did not confirm the plain loop's drop in malformed answers and OPD alone learnt less.
+DEFAULT_TEACHER_TEMPERATURE = 1.0  # the paper's (docs/RESULTS.md, "Teacher temperature and other levers")
+# 0.1 kept no more of the student's sums and lowered the teacher's worst seed (docs/RESULTS.md, "KL term").
 DEFAULT_KL_BETA = 0.05
+# A rejected answer is blamed only on the tokens the hinted teacher disfavours (docs/RESULTS.md, "Teacher
+# temperature and other levers").
 DEFAULT_TRAINER: dict[str, Any] = {"negative_credit": "teacher"}
-# Per setting, over DEFAULT_TRAINER. The student's vote keeps off the tokens that spell a number (rlcore's reward_on):
-# the simulated student praises style and never checks a sum, so with the paper's "all" a +1 for a casual reply also
-# reinforces a wrong sum in it. cli/studies/sums.py on the student's checkpoints: the right result's probability fell
-# about 0.012 on average at "all" (fifteen seeds, up to 0.040), 0.008 at "words" (twelve, at most 0.017). The teacher
-# does read the numbers a comment quotes (a misquoted step gets a complaint), so its vote keeps the digits: at "words"
-# its worst seed fell to 0.87, 0.74 and 0.79 in three runs (figures at the top of this file).
+# The student's vote keeps off the tokens that spell a number (it never checks a sum); the teacher's keeps them (it
+# does read the numbers a comment quotes) (docs/RESULTS.md, "Binary credit on digits").
 SETTING_TRAINER: dict[str, dict[str, Any]] = {"student": {"binary_credit": "words"}, "teacher": {}}
 METHODS = ("binary", "opd", "combined")
 

@@ -6,10 +6,7 @@ probability it puts on the result's tokens (``p_right``) and whether greedy deco
 Run on the base model and on the run's trained checkpoint, the two read the same words, so a difference is what
 training did to the sums themselves, apart from the wording it moved the answers to. Prints JSON, one entry per model.
 
-Measured on the default build (student, combined, 3 seeds per run): the base model puts about 0.86 on the right
-results in trained answers' words; the models trained at KL 0.05 and at KL 0.1 put 0.012 less there on average over
-nine seeds each (from 0.005 more to 0.040 less), at 0.15 0.008 less over six; with the vote's reward kept off the
-digits (the student's ``binary_credit=words``) 0.008 less over twelve, at most 0.017 (``cli/experiments/personal.py``).
+Findings: docs/RESULTS.md, "Where the sums go".
 """
 
 from __future__ import annotations
