@@ -606,6 +606,21 @@ class Sandbox:
             self._slot.release()
 
     # -- files (host side) ------------------------------------------------------------------------------------------
+    def seal(self, rel: str) -> None:
+        """Make a folder of the work dir read-only to the sandbox: owned by root (when the host runs as root; else
+        only its modes change, which the sandbox's uid could undo), folders 0755, files 0644."""
+        top = self.workdir.path(rel)
+        for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
+            for name in filenames:
+                path = os.path.join(dirpath, name)
+                if self.as_root:
+                    os.lchown(path, 0, 0)
+                if not os.path.islink(path):
+                    os.chmod(path, 0o644)
+            if self.as_root:
+                os.lchown(dirpath, 0, 0)
+            os.chmod(dirpath, 0o755)
+
     def put_files(self, files: Mapping[str, bytes | str], modes: Mapping[str, int] | None = None) -> None:
         """Write files into the work dir before the agent starts (owned by the sandbox's uid)."""
         modes = modes or {}

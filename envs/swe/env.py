@@ -1,15 +1,15 @@
 """SweEnv: a buggy repo in a sandbox, fixed with bash, edit and write_file; graded by its original tests.
 
-Grading (``evaluate``) never trusts the episode's sandbox: the agent's files (its edits, and any file it added) are
-copied into a fresh sandbox, the repo's ORIGINAL test files are put back over whatever the agent did to ``tests/``
-(editing, deleting or adding a test gains nothing), and ``python3 -I -m unittest`` runs there with a timeout. +1 when
+Grading (``evaluate``, ``envs.swe.grader``) never trusts the episode's sandbox nor the code under test: the agent's
+files (its edits, and any file it added) are copied into a fresh sandbox, the repo's ORIGINAL test files are put back
+over whatever the agent did to ``tests/`` (editing, deleting or adding a test gains nothing), and each test module runs
+under a harness that the package cannot fool by patching unittest, exiting early or printing a fake summary. +1 when
 every one of the repo's tests ran and passed, -1 otherwise; the detail names the failures and carries the agent's diff
 against the original repo (so does ``info["diff"]`` of the episode's last step).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +17,7 @@ from envs.base import Outcome, StepResult, Task
 from envs.sandbox import Sandbox, SandboxConfig
 from envs.swe.actions import parse_action
 from envs.swe.files import apply_edit, snapshot, unified_diff
+from envs.swe.grader import grade
 from envs.swe.repo import SweRepo
 from envs.terminal.env import format_observation
 from envs.terminal.shell import Shell
@@ -34,42 +35,15 @@ SYSTEM_PROMPT = (
     '<tool_call>{"name": "submit", "arguments": {}}</tool_call>\n'
     "Grading runs the original tests: fix the code, not the tests."
 )
-TEST_COMMAND = ("python3", "-I", "-m", "unittest", "discover", "-s", "tests", "-t", ".", "-v")
-MAX_GRADED_FILES = 1000
-_FAILED = re.compile(r"^(FAIL|ERROR): \S+ \(([^)]+)\)", re.MULTILINE)
-_RAN = re.compile(r"^Ran (\d+) tests? in ", re.MULTILINE)
-_OK = re.compile(r"^OK\b", re.MULTILINE)
 
 
 @dataclass
 class SweConfig:
     max_steps: int = 20
     command_timeout_s: float = 10.0
-    test_timeout_s: float = 30.0
+    test_timeout_s: float = 30.0  # per test module
     max_output_bytes: int = 4096
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
-
-
-def grade(repo: SweRepo, files: dict[str, bytes], config: SweConfig) -> tuple[bool, str]:
-    """Run the repo's original tests over the agent's non-test files in a fresh sandbox: (passed, why)."""
-    sources = {p: d for p, d in files.items() if not repo.is_test(p)}
-    if len(sources) > MAX_GRADED_FILES:
-        return False, f"the work dir holds {len(sources)} files; at most {MAX_GRADED_FILES} are graded"
-    with Sandbox(config.sandbox) as sb:
-        sb.put_files({**sources, **repo.test_files})
-        rc, out, timed_out = sb.run(list(TEST_COMMAND), timeout=config.test_timeout_s)
-    text = out.decode("utf-8", errors="replace")
-    if timed_out:
-        return False, f"the tests timed out after {config.test_timeout_s:.0f} s"
-    ran = _RAN.search(text)
-    count, expected = (int(ran.group(1)) if ran else 0), repo.test_count
-    failed = _FAILED.findall(text)
-    if rc == 0 and count == expected and not failed and _OK.search(text):
-        return True, f"all {count} tests passed"
-    if failed:
-        names = ", ".join(f"{name} ({kind})" for kind, name in failed)
-        return False, f"{len(failed)} of {count} tests failed: {names}"
-    return False, f"ran {count} of the {expected} tests (exit status {rc}); the output ends:\n{text[-1500:]}"
 
 
 class SweEnv:
@@ -142,7 +116,8 @@ class SweEnv:
             self.sandbox.kill()
             self.shell = None
         files = snapshot(self.sandbox.workdir)
-        passed, why = grade(self.repo, files, self.config)
+        verdict = grade(self.repo, files, self.config.sandbox, self.config.test_timeout_s)
+        passed, why = verdict.passed, verdict.why
         diff = unified_diff(self.repo.files, files)
         detail = f"{'passed' if passed else 'failed'}: {why}\n\ndiff:\n{diff or '(no changes)'}"
         return Outcome(reward=1.0 if passed else -1.0, success=passed, detail=detail)

@@ -12,7 +12,8 @@ import pytest
 
 from envs.base import Env, Task, make_env, scripted_policy, task_suite
 from envs.swe.actions import format_action, parse_action
-from envs.swe.env import SweConfig, SweEnv, grade
+from envs.swe.env import SweConfig, SweEnv
+from envs.swe.grader import Verdict, grade
 from envs.swe.repo import Fix, SweRepo
 from envs.swe.scripted import MISTAKES, scripted_action
 from envs.swe.tasks import SUITE, instruction
@@ -64,8 +65,9 @@ def test_every_repo_fails_unfixed_and_passes_with_its_fix():
     try:
         for t in SUITE.tasks():
             repo: SweRepo = t.data
-            passed, why = grade(repo, {p: s.encode() for p, s in repo.files.items()}, env.config)
-            assert not passed and "tests failed:" in why, (repo.name, why)
+            verdict = grade(repo, {p: s.encode() for p, s in repo.files.items()}, env.config.sandbox,
+                            env.config.test_timeout_s)
+            assert not verdict.passed and "did not pass" in verdict.why, (repo.name, verdict.why)
             env.reset(t)
             for f in repo.fix:
                 r = env.step(edit(f.path, f.old, f.new))
@@ -189,19 +191,20 @@ def test_editing_or_deleting_the_tests_does_not_pass_grading(env):
     assert r.observation.startswith("OK")  # it passes in the episode ...
     outcome = env.evaluate()  # ... not when graded with the original tests
     assert not outcome.success and outcome.reward == -1.0
-    assert outcome.detail.startswith("failed: 2 of 5 tests failed: tests.test_stock.")
-    assert "test_reserve_all (ERROR)" in outcome.detail and "+++ b/tests/test_more.py" in outcome.detail
+    assert outcome.detail.startswith("failed: 2 of 5 tests in tests.test_stock did not pass: ")
+    assert "InventoryTest.test_reserve_all" in outcome.detail and "+++ b/tests/test_more.py" in outcome.detail
 
     env.reset(t)
     env.step(bash("rm -rf tests && python3 -m unittest 2>&1 | tail -n 1"))
     outcome = env.evaluate()
-    assert not outcome.success and "2 of 5 tests failed" in outcome.detail
+    assert not outcome.success and "2 of 5 tests in tests.test_stock did not pass" in outcome.detail
     assert "--- a/tests/test_stock.py\n+++ /dev/null" in outcome.detail
 
     env.reset(t)  # a module that ends the run early does not pass either
     env.step(format_action("write_file", path="stock/__init__.py", content="import os\nos._exit(0)\n"))
     outcome = env.evaluate()
-    assert not outcome.success and outcome.detail.startswith("failed: ran 0 of the 5 tests (exit status 0)")
+    assert not outcome.success and outcome.detail.startswith(
+        "failed: tests.test_stock: the run ended without reporting any test (exit status 0)")
 
 
 def test_no_network_and_no_writes_outside_the_work_dir(env):
@@ -251,7 +254,7 @@ def test_grade_counts_every_test():
             "    def test_y(self):\n        pass\n")})
     assert repo.test_count == 2
     files = {p: s.encode() for p, s in repo.fixed_files().items()}
-    assert grade(repo, files, SweConfig()) == (True, "all 2 tests passed")
+    config = SweConfig()
+    assert grade(repo, files, config.sandbox, 30.0) == Verdict(True, "all 2 tests passed")
     files["pkg/m.py"] = b"import time\ntime.sleep(30)\n"
-    passed, why = grade(repo, files, SweConfig(test_timeout_s=1.0))
-    assert not passed and why == "the tests timed out after 1 s"
+    assert grade(repo, files, config.sandbox, 1.0) == Verdict(False, "tests.test_m: the tests timed out after 1 s")
