@@ -597,13 +597,15 @@ class Sandbox:
         if self._closed:
             return
         self._closed = True
-        self.kill()
-        if self.cgroups:
-            self.cgroups.remove()
-        if self.work_dir is not None:
-            shutil.rmtree(self.work_dir, ignore_errors=True)
-        if self._slot is not None:
-            self._slot.release()
+        try:
+            self.kill()
+            if self.cgroups:
+                self.cgroups.remove()
+            if self.work_dir is not None:
+                _remove_tree(self.work_dir)
+        finally:  # the uid slot is freed whatever the agent left behind
+            if self._slot is not None:
+                self._slot.release()
 
     # -- files (host side) ------------------------------------------------------------------------------------------
     def seal(self, rel: str) -> None:
@@ -638,6 +640,18 @@ class Sandbox:
         return WorkDir(self.work_dir)
 
 
+def _remove_tree(path: Path) -> None:
+    """Remove a work dir of any depth: shutil.rmtree recurses in Python (a tree a few thousand folders deep raises
+    RecursionError), so what it leaves goes to rm, which walks iteratively."""
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    except RecursionError:
+        pass
+    if os.path.lexists(path):
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], check=False, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+
+
 class WorkDir:
     """Host-side reads of a work dir, for verifiers. Never follows a symlink out of it (the agent controls the dir:
     ``answer.txt -> /etc/shadow`` must not make the verifier read a host file)."""
@@ -651,55 +665,131 @@ class WorkDir:
             raise ValueError(f"path {rel!r} leaves the work dir")
         return self.root / p
 
-    def _inside(self, rel: str) -> Path | None:
-        p = self.path(rel)
+    def _open(self, rel: str, directory: bool = False) -> int | None:
+        """An fd for ``rel``, opened one component at a time below the work dir with ``O_NOFOLLOW``: no symlink is
+        ever followed and nothing is opened twice, so swapping a path for a link while it is read leads nowhere.
+        ``O_NONBLOCK``: a FIFO does not hang the host. None when it is missing or a component is a link."""
+        parts = [part for part in PurePosixPath(self.path(rel)).relative_to(self.root).parts if part != "."]
+        base = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
         try:
-            real = p.resolve(strict=True)
-        except (OSError, RuntimeError):
+            fd = os.open(self.root, base | os.O_DIRECTORY)
+        except OSError:
             return None
-        return real if real == self.root or self.root in real.parents else None
+        try:
+            for i, part in enumerate(parts):
+                last = i == len(parts) - 1
+                nxt = os.open(part, base | (os.O_DIRECTORY if directory or not last else 0), dir_fd=fd)
+                os.close(fd)
+                fd = nxt
+        except OSError:
+            os.close(fd)
+            return None
+        return fd
+
+    def _stat(self, rel: str) -> os.stat_result | None:
+        fd = self._open(rel)
+        if fd is None:
+            return None
+        try:
+            return os.fstat(fd)
+        finally:
+            os.close(fd)
+
+    def _lstat_in_parent(self, rel: str) -> tuple[int, str] | None:
+        """(fd of the parent folder, opened safely; the last component's name), or None."""
+        p = PurePosixPath(self.path(rel)).relative_to(self.root)
+        if not p.parts:
+            return None
+        parent = self._open(str(p.parent), directory=True)
+        return None if parent is None else (parent, p.name)
 
     def exists(self, rel: str) -> bool:
-        return self._inside(rel) is not None
+        return self._stat(rel) is not None
 
     def is_file(self, rel: str) -> bool:
-        p = self._inside(rel)
-        return p is not None and p.is_file()
+        st = self._stat(rel)
+        return st is not None and stat.S_ISREG(st.st_mode)
 
     def is_dir(self, rel: str) -> bool:
-        p = self._inside(rel)
-        return p is not None and p.is_dir()
+        st = self._stat(rel)
+        return st is not None and stat.S_ISDIR(st.st_mode)
 
     def is_symlink(self, rel: str) -> bool:
-        return self.path(rel).is_symlink()
+        found = self._lstat_in_parent(rel)
+        if found is None:
+            return False
+        parent, name = found
+        try:
+            return stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
+        except OSError:
+            return False
+        finally:
+            os.close(parent)
 
     def readlink(self, rel: str) -> str:
-        return os.readlink(self.path(rel))
+        found = self._lstat_in_parent(rel)
+        if found is None:
+            raise FileNotFoundError(rel)
+        parent, name = found
+        try:
+            return os.readlink(name, dir_fd=parent)
+        finally:
+            os.close(parent)
 
     def mode(self, rel: str) -> int:
-        p = self._inside(rel)
-        return p.stat().st_mode if p is not None else 0
+        st = self._stat(rel)
+        return st.st_mode if st is not None else 0
 
     def read_bytes(self, rel: str, limit: int = 16 << 20) -> bytes | None:
-        """The file's bytes, or None when it is missing, not a regular file, outside the dir or over ``limit``."""
-        p = self._inside(rel)
-        if p is None or not p.is_file() or p.stat().st_size > limit:
+        """The file's bytes, or None when it is missing, not a regular file, reached through a link or over
+        ``limit``. Read from the one fd that was checked, never reopened by path."""
+        fd = self._open(rel)
+        if fd is None:
             return None
-        return p.read_bytes()
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+                return None
+            chunks, left = [], limit + 1
+            while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+                chunks.append(chunk)
+                left -= len(chunk)
+            data = b"".join(chunks)
+            return None if len(data) > limit else data
+        finally:
+            os.close(fd)
 
     def read_text(self, rel: str, limit: int = 16 << 20) -> str | None:
         data = self.read_bytes(rel, limit)
         return None if data is None else data.decode("utf-8", errors="replace")
 
-    def files(self, rel: str = ".") -> list[str]:
-        """Regular files below ``rel`` (relative to the work dir, sorted), symlinks not followed."""
-        base = self._inside(rel)
-        if base is None or not base.is_dir():
+    def files(self, rel: str = ".", limit: int = 100_000) -> list[str]:
+        """Regular files below ``rel`` (relative to the work dir, sorted; at most ``limit``), symlinks not followed.
+        Walked with a stack of directory fds, so any depth is fine and no path is resolved twice."""
+        top = self._open(rel, directory=True)
+        if top is None:
             return []
-        out = []
-        for dirpath, _, filenames in os.walk(base):
-            for name in filenames:
-                full = Path(dirpath) / name
-                if full.is_file() and not full.is_symlink():
-                    out.append(str(full.relative_to(self.root)))
-        return sorted(out)
+        prefix = str(PurePosixPath(self.path(rel)).relative_to(self.root))
+        out: list[str] = []
+        todo = [(top, "" if prefix == "." else prefix)]
+        try:
+            while todo and len(out) < limit:
+                fd, where = todo.pop()
+                try:
+                    with os.scandir(fd) as entries:
+                        for entry in entries:
+                            name = f"{where}/{entry.name}" if where else entry.name
+                            if entry.is_file(follow_symlinks=False):
+                                out.append(name)
+                            elif entry.is_dir(follow_symlinks=False):
+                                try:
+                                    todo.append((os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+                                                         | os.O_CLOEXEC, dir_fd=fd), name))
+                                except OSError:
+                                    pass
+                finally:
+                    os.close(fd)
+        finally:
+            for fd, _ in todo:
+                os.close(fd)
+        return sorted(out[:limit])

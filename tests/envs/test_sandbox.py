@@ -170,10 +170,49 @@ def test_workdir_reads_never_follow_links_out(tmp_path):
         wd = sb.workdir
         assert Path("/etc/hostname").exists()
         assert wd.read_text("answer.txt") is None and not wd.exists("up")
-        assert wd.read_text("ok") == "hi\n" and wd.files() == ["real.txt"]
+        # no link is followed, not even one inside the dir: a link is a name the agent can point anywhere later
+        assert wd.read_text("ok") is None and wd.is_symlink("ok") and wd.readlink("ok") == "real.txt"
+        assert wd.read_text("real.txt") == "hi\n" and wd.files() == ["real.txt"]
         with pytest.raises(ValueError):
             wd.path("../x")
     assert isinstance(WorkDir(tmp_path).files(), list)
+
+
+def test_workdir_reads_race_a_file_swapped_for_a_link_and_never_read_the_host(tmp_path):
+    """The agent keeps swapping a file and a link to a host file while the host reads: a read opens each component
+    once, without following links, and reads the fd it checked, so the host file never comes back."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("HOST-SECRET\n")
+    with Sandbox() as sb:
+        proc = sb.spawn([SH, "-c", f"while :; do echo ok > t; mv -f t data.txt; ln -sfn {secret} l; mv -fT l data.txt;"
+                         f" mkdir -p d; ln -sfn {tmp_path} d2; mv -fT d2 d 2>/dev/null; done"],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        seen = set()
+        try:
+            deadline = time.monotonic() + 2.0
+            while time.monotonic() < deadline:
+                seen.add(sb.workdir.read_text("data.txt"))
+                seen.add(sb.workdir.read_text("d/secret.txt"))
+                for rel in sb.workdir.files():
+                    seen.add(sb.workdir.read_text(rel))
+        finally:
+            sb.kill()
+            proc.wait(10)
+    assert "HOST-SECRET\n" not in seen and "ok\n" in seen
+
+
+def test_a_very_deep_tree_is_listed_and_removed_and_the_uid_slot_freed():
+    """1,200 folders deep: deeper than shutil.rmtree's recursion allows."""
+    sb = Sandbox()
+    work = sb.work_dir
+    rc, _, _ = sb.run([SH, "-c", "i=0; while [ $i -lt 1200 ]; do mkdir d && cd d || exit 1; i=$((i+1)); done; "
+                                 "echo deep > f"], timeout=60)
+    assert rc == 0
+    listed = sb.workdir.files()
+    assert len(listed) == 1 and listed[0].count("d/") == 1200 and sb.workdir.read_text(listed[0]) == "deep\n"
+    slot = sb._slot
+    sb.close()  # raises nothing
+    assert not work.exists() and (slot is None or slot._fd == -1)
 
 
 def _comm(pid: int) -> str:
