@@ -81,11 +81,14 @@ def default_root() -> Path:
 class SandboxConfig:
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     bwrap: str = "bwrap"  # a name on PATH or a path
-    root: Path = field(default_factory=default_root)  # work dirs and uid locks live here
+    root: Path = field(default_factory=default_root)  # work dirs live here (uid locks: uid_lock_dir())
     uid_base: int = 200_000  # host uids [uid_base, uid_base + uid_count) are the sandboxes' own
     uid_count: int = 4096
     cgroups: bool = True  # False: rlimits and the pid namespace only
     ro_binds: tuple[str, ...] = ("/usr", "/etc")  # plus /bin, /lib, /lib64, /sbin (symlinks into /usr, or binds)
+    # False: nothing inside may create a user namespace (bwrap --disable-userns), so no uid 0, mount or network
+    # config of its own; the GUI env allows it for Chromium's own sandbox
+    nested_userns: bool = False
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -358,12 +361,21 @@ def sweep_uid(uid: int, seconds: float = 10.0) -> None:
 # uid slots
 # ---------------------------------------------------------------------------------------------------------------------
 
+def uid_lock_dir() -> Path:
+    """Where uid locks live: one place per host whatever the sandbox root (uids are host-wide, and roots follow
+    TMPDIR), ``OPENCLAW_SANDBOX_UID_LOCKS`` or ``/run/openclaw-sandbox-uids`` (``/tmp/...`` where /run is not
+    writable)."""
+    if os.environ.get("OPENCLAW_SANDBOX_UID_LOCKS"):
+        return Path(os.environ["OPENCLAW_SANDBOX_UID_LOCKS"])
+    return Path("/run/openclaw-sandbox-uids" if os.access("/run", os.W_OK) else "/tmp/openclaw-sandbox-uids")
+
+
 class _UidSlot:
     """A host uid from the sandbox range, held with an exclusive file lock (released if the holder dies)."""
 
-    def __init__(self, root: Path, base: int, count: int) -> None:
-        locks = root / "uids"
-        locks.mkdir(parents=True, exist_ok=True)
+    def __init__(self, base: int, count: int) -> None:
+        locks = uid_lock_dir()
+        locks.mkdir(parents=True, exist_ok=True, mode=0o700)
         start = uuid.uuid4().int % count
         for i in range(count):
             uid = base + (start + i) % count
@@ -431,7 +443,7 @@ class Sandbox:
         self.work_dir: Path | None = None
         try:
             if self.as_root:
-                self._slot = _UidSlot(self.root, config.uid_base, config.uid_count)
+                self._slot = _UidSlot(config.uid_base, config.uid_count)
                 # named after its uid: whatever a holder that died left (work dir, cgroup) is swept by the next one
                 self.id = f"uid-{self._slot.uid}"
             self.uid = self._slot.uid if self._slot else os.getuid()
@@ -473,8 +485,10 @@ class Sandbox:
         return args
 
     def _bwrap_args(self) -> list[str]:
-        args = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-                "--uid", str(INSIDE_UID), "--gid", str(INSIDE_UID), "--hostname", "sandbox"]
+        args = [self.bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--cap-drop",
+                "ALL", "--uid", str(INSIDE_UID), "--gid", str(INSIDE_UID), "--hostname", "sandbox"]
+        if not self.config.nested_userns:
+            args.append("--disable-userns")
         binds = [p for p in self.config.ro_binds if os.path.exists(p)]
         under_tmp = [p for p in binds if p == "/tmp" or p.startswith("/tmp/")]  # bound after the private /tmp
         for path in binds:

@@ -58,7 +58,8 @@ def _sandbox_config() -> SandboxConfig:
     if cgroup_plan().mode == "none":
         log.warning("no cgroup for the browser sandbox: its memory is not bounded")
         limits = replace(limits, memory_bytes=1 << 46)
-    return SandboxConfig(limits=limits, ro_binds=("/usr", "/etc", str(miniwob_html_dir())))
+    # Chromium's own sandbox (a second layer inside bwrap's) needs user namespaces of its own
+    return SandboxConfig(limits=limits, ro_binds=("/usr", "/etc", str(miniwob_html_dir())), nested_userns=True)
 
 
 @dataclass

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -213,6 +214,32 @@ def test_a_very_deep_tree_is_listed_and_removed_and_the_uid_slot_freed():
     slot = sb._slot
     sb.close()  # raises nothing
     assert not work.exists() and (slot is None or slot._fd == -1)
+
+
+def test_no_user_namespace_can_be_made_inside():
+    """uid 0 of a nested user namespace would bring mount and network configuration with it."""
+    with Sandbox() as sb:
+        for argv in (["unshare", "-U", "true"], ["unshare", "-r", "id", "-u"],
+                     ["python3", "-c", "import os; os.unshare(os.CLONE_NEWUSER)"]):
+            rc, out, _ = sb.run(argv)
+            assert rc != 0, (argv, out)
+
+
+def test_sandboxes_under_different_roots_never_share_a_uid():
+    """Uids are host-wide, so their locks are too, whatever root (TMPDIR) each sandbox uses. A range of two uids of
+    its own: two roots take both, a third root finds none free."""
+    top = Path(tempfile.mkdtemp(prefix="roots-", dir="/tmp"))
+    os.chmod(top, 0o755)
+    config = {"uid_base": 300_000, "uid_count": 2}
+    boxes = [Sandbox(SandboxConfig(root=top / f"root{i}", **config)) for i in range(2)]
+    try:
+        assert boxes[0].uid != boxes[1].uid
+        with pytest.raises(SandboxError, match="in use"):
+            Sandbox(SandboxConfig(root=top / "root2", **config))
+    finally:
+        for box in boxes:
+            box.close()
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def _comm(pid: int) -> str:
