@@ -114,7 +114,49 @@ def megatron_step(
     typer.echo(json.dumps(run(model=model, steps=steps, nproc=nproc, tp=tp)))
 
 
-ALL = ("serving", "gateway", "train", "turn-to-sample", "episode", "toolcall", "megatron-step")
+@app.command()
+def reliability(
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object (the only output format)")] = True,
+    model: Annotated[Path | None, typer.Option("--model", help="HF folder; default: the built tiny model")] = None,
+    phases: Annotated[str, typer.Option(help="comma-separated drills: temporal, engine, workers, fuzz, load")] = (
+        "temporal,engine,workers,fuzz,load"),
+    sessions: Annotated[int, typer.Option(help="people chatting during the Temporal and worker drills")] = 16,
+    turns: Annotated[int, typer.Option(help="turns per session (the last one closes it)")] = 4,
+    think_s: Annotated[float, typer.Option("--think-s", help="mean pause between a person's turns")] = 1.0,
+    outage_s: Annotated[float, typer.Option("--outage-s", help="how long Temporal stays down")] = 30.0,
+    judge_wait_s: Annotated[float, typer.Option("--judge-wait-s", help="longest wait for every turn's judgement "
+                                                                      "after a drill")] = 150.0,
+    engine_streams: Annotated[int, typer.Option(help="streams in flight when the engine is killed")] = 8,
+    hang_bound_s: Annotated[float, typer.Option("--hang-bound-s", help="a request not finished this long after the "
+                                                                      "engine's kill is hung")] = 10.0,
+    fuzz_examples: Annotated[int, typer.Option(help="schemathesis --max-examples (per operation)")] = 30,
+    fuzz_deadline_s: Annotated[float, typer.Option("--fuzz-deadline-s", help="schemathesis is stopped after")] = 180.0,
+    levels: Annotated[str, typer.Option(help="concurrent sessions of each load level")] = "32,64,128,256",
+    level_s: Annotated[float, typer.Option("--level-s", help="seconds of load per level")] = 15.0,
+    keep_runtime: Annotated[bool, typer.Option("--keep-runtime", help="keep the temporary runtime folder (logs, "
+                                                                      "store, fuzz report)")] = False,
+) -> None:
+    """Reliability drills on the whole stack: Temporal killed and back (chats, turns, samples, spool drain), the engine
+    killed mid-stream (hung requests, broken turns recorded, recovery), the workers killed under load, schemathesis
+    over the gateway's OpenAPI, and load levels (throughput, latency, gateway overhead, memory)."""
+    from bench.reliability import PHASES, run
+
+    chosen = [p.strip() for p in phases.split(",") if p.strip()]
+    unknown = sorted(set(chosen) - set(PHASES))
+    if unknown:
+        raise typer.BadParameter(f"unknown drill(s) {', '.join(unknown)}; choose from {', '.join(PHASES)}")
+    try:
+        level_list = [int(x) for x in levels.split(",") if x.strip()]
+    except ValueError as e:
+        raise typer.BadParameter(f"--levels: comma-separated integers ({e})") from None
+    typer.echo(json.dumps(run(
+        sessions=sessions, turns=turns, think_s=think_s, outage_s=outage_s, judge_wait_s=judge_wait_s,
+        engine_streams=engine_streams, hang_bound_s=hang_bound_s, fuzz_examples=fuzz_examples,
+        fuzz_deadline_s=fuzz_deadline_s, levels=level_list, level_s=level_s, phases=chosen, model_path=model,
+        keep_runtime=keep_runtime)))
+
+
+ALL = ("serving", "gateway", "train", "turn-to-sample", "episode", "toolcall", "megatron-step", "reliability")
 
 
 @app.command("all")

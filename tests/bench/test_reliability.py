@@ -1,0 +1,191 @@
+"""The reliability drills (`openclaw-rl bench reliability`): a reduced run of every drill against the whole stack,
+asserting its targets; a short schemathesis run over the gateway's OpenAPI; and the pieces the drills rely on (the
+stack's kill/restart helpers, the gateway's record of a turn the engine broke, its engine time header, the reading of
+schemathesis' report)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.fixtures_model import tiny_model_path  # noqa: F401 - session fixture
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_reduced_drills_hold_their_targets(tiny_model_path: Path) -> None:  # noqa: F811
+    from bench.reliability import run
+
+    t0 = time.monotonic()
+    result = run(sessions=4, outage_s=5, turns=3, think_s=0.5, warm_s=2, after_s=2, drain_wait_s=60, judge_wait_s=45,
+                 engine_streams=4, fuzz_examples=3, fuzz_deadline_s=90, levels=[8], level_s=5,
+                 model_path=tiny_model_path)
+    assert time.monotonic() - t0 < 240, result
+    outage, engine, workers, fuzz, load = (result[k] for k in ("temporal_outage", "engine_kill", "worker_kill", "fuzz",
+                                                               "load"))
+    # Temporal down: every chat answered, every answered turn recorded, no sample twice, the spool emptied
+    assert outage["requests_during_outage"] > 0 and outage["spool_peak"] > 0, outage
+    assert outage["chat_failed"] == 0 and outage["turns_lost"] == 0 and outage["samples_duplicated"] == 0, outage
+    assert outage["spool_drain_s"] is not None, outage
+    # engine killed mid-stream: nothing hangs, every broken stream left its events record, the engine came back
+    assert engine["broken_streams"] > 0 and engine["hung_requests"] == 0, engine
+    assert engine["broken_turns_recorded"] == engine["broken_streams"], engine
+    assert engine["recovery_s"] is not None and all(s == 503 for s in engine["probe_statuses"]), engine
+    # workers killed under load: no turn lost, no sample written twice
+    assert workers["chat_failed"] == 0 and workers["turns_lost"] == 0 and workers["samples_duplicated"] == 0, workers
+    assert workers["worker_ready_s"] is not None, workers
+    # fuzzing: cases ran, none got a server error
+    assert fuzz["fuzz_cases"] > 0 and fuzz["fuzz_5xx"] == 0, fuzz["fuzz_failures"]
+    # load: no errors, and the gateway reports the engine's share of each request
+    level = load["levels"][0]
+    assert level["sessions"] == 8 and level["requests"] > 0 and level["errors"] == 0, level
+    assert level["engine_ms_p50"] is not None and level["gateway_overhead_ms_p50"] is not None, level
+    assert set(load["rss_mb_before"]) == {"temporal", "engine", "workers", "gateway"}
+    assert result["samples_duplicated_total"] == 0
+    assert set(result["targets"]) >= {"temporal.chat_failed == 0", "engine.hung_requests == 0", "fuzz.fuzz_5xx == 0"}
+
+
+def test_bounded_fuzz_run_gets_no_server_error(tiny_model_path: Path) -> None:  # noqa: F811
+    """schemathesis (every check) over the gateway's own /openapi.json with a valid key, a few examples per
+    operation, through the CLI as a user runs it: stdout is the one JSON object."""
+    import subprocess
+
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "cli.main", "bench", "reliability", "--json", "--phases", "fuzz",
+                           "--fuzz-examples", "5", "--fuzz-deadline-s", "90", "--model", str(tiny_model_path)],
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stdout[-2000:]
+    fuzz = json.loads(lines[0])["fuzz"]
+    assert fuzz["fuzz_cases"] > 100 and not fuzz["fuzz_deadline_hit"], fuzz
+    assert fuzz["fuzz_5xx"] == 0, fuzz["fuzz_failures"]
+    assert fuzz["fuzz_2xx"] > 0 and fuzz["fuzz_positive_cases"] > 0, fuzz
+    assert time.monotonic() - t0 < 120
+
+
+def test_stack_kill_and_restart_a_service(tmp_path: Path) -> None:
+    from openclaw_rl.settings import Settings
+    from openclaw_rl.stack import Service, Stack, pid_alive, port_open
+
+    stack = Stack(Settings(runtime_dir=tmp_path))
+    port = _free_port()
+    svc = Service("web", [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], port=port)
+    try:
+        stack.start(svc, timeout_s=30)
+        first = svc.pid
+        assert first and port_open("127.0.0.1", port)
+        stack.kill("web", signal.SIGKILL)
+        assert not pid_alive(first) and not port_open("127.0.0.1", port)
+        stack.restart("web", timeout_s=30)
+        assert svc.pid != first and svc.restarts == 1 and port_open("127.0.0.1", port)
+        assert json.loads((tmp_path / "stack.json").read_text())["services"][0]["pid"] == svc.pid
+        with pytest.raises(KeyError):
+            stack.kill("nothing")
+    finally:
+        stack.stop_all()
+    assert not pid_alive(svc.pid)
+
+
+def test_gateway_records_turns_the_engine_broke_and_reports_engine_time(tiny_model_path: Path,  # noqa: F811
+                                                                        tmp_path: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from api.app import create_app
+    from api.cli import running
+    from openclaw_rl.keys import KeyStore
+    from openclaw_rl.policy_client import PolicyEngineError
+    from openclaw_rl.settings import Settings
+    from tests.api.test_fake_engine import ScriptedPolicy
+    from tests.api.test_spool import FakeSubmitter, ListRecords
+
+    key = KeyStore.in_runtime_dir(tmp_path).add("alice")
+    settings = Settings(environment="test", runtime_dir=tmp_path, model_path=tiny_model_path,
+                        store_url=f"file://{tmp_path / 'store'}")
+    policy, records = ScriptedPolicy(AutoTokenizer.from_pretrained(tiny_model_path)), ListRecords()
+    headers = {"Authorization": f"Bearer {key}", "X-Session-Id": "s1"}
+    body = {"messages": [{"role": "user", "content": "hi"}]}
+    with running(create_app(settings, policy=policy, temporal_submitter=FakeSubmitter(), records=records)) as url:
+        post = f"{url}/v1/chat/completions"
+        ok = httpx.post(post, json=body, headers=headers, timeout=30)
+        assert ok.status_code == 200 and float(ok.headers["X-Engine-Time-Ms"]) >= 0
+        # broken mid-stream: the error event in band, and an events record with the tokens streamed so far
+        policy.text, policy.error, policy.error_after = "one two three four", PolicyEngineError(0, "gone"), 2
+        with httpx.stream("POST", post, json={**body, "stream": True}, headers=headers, timeout=30) as r:
+            text = "".join(r.iter_text())
+        assert r.status_code == 200 and '"engine_unavailable"' in text and "[DONE]" not in text
+        # the engine failed before the first token: a 503, and its record
+        policy.error_after = 0
+        assert httpx.post(post, json=body, headers=headers, timeout=30).status_code == 503
+    events = [rec for kind, rec in records.rows if kind == "events" and rec["event"] == "engine_failed"]
+    assert [(e["stream"], e["code"], e["session"].endswith(":s1")) for e in events] == [
+        (True, "engine_unavailable", True), (False, "engine_unavailable", True)]
+    assert events[0]["completion_tokens"] > 0 and events[1]["completion_tokens"] == 0
+    assert all(e["request_id"].startswith("chatcmpl-") and e["turn_type"] == "main" for e in events)
+    assert not [rec for kind, rec in records.rows if kind == "turns" and rec["request_id"] == events[0]["request_id"]]
+
+
+def test_read_fuzz_events_counts_cases_statuses_and_failures(tmp_path: Path) -> None:
+    import base64
+
+    from bench.reliability import read_fuzz_events
+
+    def interaction(status: int, content: dict) -> dict:
+        return {"request": {"method": "POST"},
+                "response": {"status_code": status, "content": {"$base64": base64.b64encode(
+                    json.dumps(content).encode()).decode()}}}
+
+    finished = {"ScenarioFinished": {"phase": "fuzzing", "status": "failure", "recorder": {
+        "label": "POST /v1/chat/completions",
+        "cases": {"a": {"value": {"method": "POST", "path": "/v1/chat/completions", "body": {"max_tokens": 9 ** 9},
+                                  "meta": {"generation": {"mode": "positive"}}}},
+                  "b": {"value": {"method": "POST", "path": "/v1/chat/completions", "body": {},
+                                  "meta": {"generation": {"mode": "negative"}}}}},
+        "interactions": {"a": interaction(400, {"error": {"code": "context_length_exceeded"}}),
+                         "b": interaction(400, {"error": {"code": None}})},
+        "checks": {"a": [{"name": "not_a_server_error", "status": "success"},
+                         {"name": "positive_data_acceptance", "status": "failure", "failure_info": {"failure": {
+                             "code": "ST202", "title": "Schema-valid request rejected", "message": "Valid data"}}}],
+                   "b": [{"name": "not_a_server_error", "status": "success"}]}}}}
+    path = tmp_path / "events.ndjson"
+    path.write_text(json.dumps({"Initialize": {}}) + "\n" + json.dumps(finished) + "\n")
+    out = read_fuzz_events(path)
+    assert (out["fuzz_cases"], out["fuzz_2xx"], out["fuzz_4xx"], out["fuzz_5xx"]) == (2, 0, 2, 0)
+    assert (out["fuzz_positive_cases"], out["fuzz_positive_2xx"], out["fuzz_schema_failures"]) == (1, 0, 1)
+    failure = out["fuzz_failures"]["positive_data_acceptance"]
+    assert failure["count"] == 1 and failure["causes"] == {"400 context_length_exceeded": 1}
+    assert failure["example"]["code"] == "ST202" and '"max_tokens"' in failure["example"]["body"]
+
+
+def test_store_view_counts_samples_written_twice(tmp_path: Path) -> None:
+    """A sample written again under its own key is one row; written again inside a batch shard, a duplicate."""
+    from bench.reliability import StoreView
+    from openclaw_rl.samples import Sample, SampleWriter
+    from openclaw_rl.store import ObjectStore
+
+    store = ObjectStore.from_url(f"file://{tmp_path}")
+    writer = SampleWriter(store, "run")
+
+    def sample(sid: str, session: str) -> Sample:
+        return Sample(sample_id=sid, run="run", policy_version=0, prompt_ids=[1], response_ids=[2],
+                      rollout_logprobs=[-0.1], session=session)
+
+    writer.write(sample("a", "s1"))
+    writer.write(sample("a", "s1"))  # a retried activity: the same key, overwritten
+    writer.write(sample("b", "s2"))
+    view = StoreView(tmp_path)
+    assert view.duplicated() == (2, 0)
+    writer.write_shard([sample("a", "s1")])
+    assert view.duplicated() == (3, 1) and view.duplicated({"s1"}) == (2, 1) and view.duplicated({"s2"}) == (1, 0)
