@@ -20,6 +20,8 @@ the end, on error and on Ctrl-C.
 
 The paper trains 4B-32B models with lr 1e-5; the tiny CPU model needs a larger step (``DEFAULT_LR``). While a step
 trains, serving goes on: ``max_staleness`` 1 lets the next step use what was answered meanwhile.
+
+Measured results and the figures behind each default: docs/RESULTS.md, "Personal experiment".
 """
 
 from __future__ import annotations
@@ -51,18 +53,14 @@ from openclaw_rl.stack import (
 )
 
 # Figures behind each default: docs/RESULTS.md, "Personal experiment".
-# The paper's 1e-5 is for 4-32B models; the tiny CPU model learns at a larger step, over several PPO epochs per batch.
-DEFAULT_LR = 1.5e-4  # (docs/RESULTS.md, "Learning rate, PPO epochs and the runs behind the defaults")
-DEFAULT_PPO_EPOCHS = 8  # fewer epochs learnt much less style (4: score 0.70 against 0.95, same section)
-# At 0.5 the stack did not confirm the plain loop's drop in malformed answers and OPD alone learnt less.
-DEFAULT_TEACHER_TEMPERATURE = 1.0  # the paper's (docs/RESULTS.md, "Teacher temperature and other levers")
-# 0.1 kept no more of the student's sums and lowered the teacher's worst seed (docs/RESULTS.md, "KL term").
-DEFAULT_KL_BETA = 0.05
-# A rejected answer is blamed only on the tokens the hinted teacher disfavours (docs/RESULTS.md, "Teacher
-# temperature and other levers").
+# The paper's 1e-5 is for 4-32B models; the tiny one needs more (docs/RESULTS.md, "Learning rate and PPO epochs")
+DEFAULT_LR = 1.5e-4
+DEFAULT_PPO_EPOCHS = 8  # at 4 the student learnt much less style (docs/RESULTS.md, "Learning rate and PPO epochs")
+DEFAULT_TEACHER_TEMPERATURE = 1.0  # the paper's; 0.5 did not help on the stack (docs/RESULTS.md, "Teacher temperature")
+DEFAULT_KL_BETA = 0.05  # 0.1 kept no more sums and lowered the teacher's worst seed (docs/RESULTS.md, "KL term")
+# A rejected answer is blamed only on the tokens the hinted teacher disfavours (docs/RESULTS.md, "Negative credit")
 DEFAULT_TRAINER: dict[str, Any] = {"negative_credit": "teacher"}
-# The student's vote keeps off the tokens that spell a number (it never checks a sum); the teacher's keeps them (it
-# does read the numbers a comment quotes) (docs/RESULTS.md, "Binary credit on digits").
+# Only the teacher checks sums, so only its vote credits digits (docs/RESULTS.md, "Binary credit on digits")
 SETTING_TRAINER: dict[str, dict[str, Any]] = {"student": {"binary_credit": "words"}, "teacher": {}}
 METHODS = ("binary", "opd", "combined")
 

@@ -10,9 +10,10 @@ stdout, as frames: a 4-byte big-endian length, then that many bytes of UTF-8 JSO
 Each call runs in a child forked from this clean parent, with a fresh ``__main__`` namespace, its stdout and stderr
 merged into one pipe and its stdin on /dev/null. An uncaught exception prints only the traceback's last line and exits
 with status 1; ``sys.exit(n)`` exits with n. After the call, whatever the code left behind is removed: every other
-process of the sandbox (its pid namespace) is killed, and /workspace and /tmp are emptied, so no call can change what
-the next one sees. Past ``timeout_s`` the child is killed and the server goes on. Output past ``max_output_bytes`` is
-read and dropped as it comes: the head and the tail are kept, with a marker line saying how much was left out.
+process of the sandbox (its pid namespace) is killed, and /workspace, /tmp and /dev/shm are emptied and their modes
+restored (folders a call made unreadable included), so no call can change what the next one sees. Past ``timeout_s`` the
+child is killed and the server goes on. Output past ``max_output_bytes`` is read and dropped as it comes: the head and
+the tail are kept, with a marker line saying how much was left out.
 """
 
 # imported once, before any fork: the ones marked F401 only so that a call's `import math` costs nothing
@@ -44,7 +45,8 @@ import sys
 import time
 import traceback
 
-SCRUB_DIRS = ("/workspace", "/tmp")
+SCRUB_DIRS = ("/workspace", "/tmp", "/dev/shm")  # emptied after every call, their modes put back as they were
+SCRUB_MODES = {}  # folder -> its mode when the server started
 PR_SET_DUMPABLE = 4
 try:
     import ctypes
@@ -169,17 +171,32 @@ def sweep():
         time.sleep(0.002)
     for folder in SCRUB_DIRS:
         try:
+            if folder in SCRUB_MODES:
+                os.chmod(folder, SCRUB_MODES[folder])  # a call may have made it read-only or unreadable
             entries = list(os.scandir(folder))
         except OSError:
             continue
         for entry in entries:
             try:
                 if entry.is_dir(follow_symlinks=False):
+                    _open_up(entry.path)
                     shutil.rmtree(entry.path, ignore_errors=True)
                 else:
                     os.unlink(entry.path)
             except OSError:
                 pass
+
+
+def _open_up(top):
+    """Give the owner rwx on every folder below ``top`` (a call may have chmod'ed one to 000), so it can be removed."""
+    todo = [top]
+    while todo:
+        path = todo.pop()
+        try:
+            os.chmod(path, 0o700)
+            todo.extend(e.path for e in os.scandir(path) if e.is_dir(follow_symlinks=False))
+        except OSError:
+            pass
 
 
 def reap():
@@ -277,6 +294,11 @@ def main():
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     # not dumpable: a call (same uid) cannot ptrace the server or write its memory through /proc to outlive itself
     set_dumpable(0)
+    for folder in SCRUB_DIRS:
+        try:
+            SCRUB_MODES[folder] = os.stat(folder).st_mode & 0o7777
+        except OSError:
+            pass
     write_frame(1, {"ready": True, "server_pid": os.getpid(), "python": sys.version.split()[0]})
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 2)  # from here on, stderr carries nothing: every answer goes in a frame

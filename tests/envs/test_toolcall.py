@@ -191,6 +191,24 @@ def test_calls_are_isolated(env):
     assert r.observation == "3.141592653589793 False [] []\nTrue\n[exit status 0]"  # nothing left, nothing running
 
 
+def test_no_state_survives_in_shm_locked_folders_or_a_read_only_workspace(env):
+    """Files in /dev/shm, a folder made unreadable in /tmp or /workspace, and /workspace made read-only: none of it
+    reaches the next call, nor the next episode."""
+    env.reset(first("gcd"))
+    code = ("import os\nopen('/dev/shm/state', 'w').write('x')\n"
+            "os.makedirs('/tmp/locked/inner'); open('/tmp/locked/inner/f', 'w').write('x')\n"
+            "os.chmod('/tmp/locked', 0)\n"
+            "os.makedirs('locked/inner'); open('locked/inner/f', 'w').write('x'); os.chmod('locked', 0)\n"
+            "os.chmod('/workspace', 0o555)\nprint('set')")
+    assert env.step(python_call(code)).observation == "set\n[exit status 0]"
+    check = ("import os\nprint(os.listdir('/dev/shm'), os.listdir('/tmp'), os.listdir('/workspace'))\n"
+             "open('/workspace/w.txt', 'w').write('ok'); print(open('/workspace/w.txt').read())")
+    assert env.step(python_call(check)).observation == "[] [] []\nok\n[exit status 0]"
+    env.reset(first("gcd"))
+    assert env.step(python_call("import os\nprint(os.listdir('/dev/shm'), os.listdir('/tmp'))")).observation == \
+        "[] []\n[exit status 0]"
+
+
 def test_a_loopback_server_on_the_host_is_unreachable(env):
     with loopback_server() as (port, accepted):
         with socket.create_connection(("127.0.0.1", port), timeout=2):  # the host itself reaches it
