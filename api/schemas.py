@@ -5,7 +5,16 @@ from __future__ import annotations
 from enum import Enum
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from api.security import find_unpaired_surrogate
@@ -13,7 +22,7 @@ from api.security import find_unpaired_surrogate
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 MAX_STOP_SEQUENCES = 16
 MAX_STOP_CHARS = 256
-INT64 = 2**63
+SEED_BOUND = 2**53  # seeds within ±2^53: every bound exact as a JSON number (a double), as clients parse it
 StopString = Annotated[str, StringConstraints(min_length=1, max_length=MAX_STOP_CHARS)]
 
 
@@ -161,7 +170,7 @@ class Tool(BaseModel):
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    include_usage: bool = False
+    include_usage: StrictBool = False  # strict: 0 and "yes" are not booleans
 
 
 class ChatCompletionRequest(BaseModel):
@@ -171,18 +180,18 @@ class ChatCompletionRequest(BaseModel):
     messages: list[ChatMessage] = Field(min_length=1)
     tools: list[Tool] | None = None
     tool_choice: str | dict[str, Any] | None = None
-    stream: bool = False
+    stream: StrictBool = False
     stream_options: StreamOptions | None = None
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
-    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
-    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    temperature: StrictFloat | None = Field(default=None, ge=0.0, le=2.0)  # strict: false is not 0.0 (1 is 1.0)
+    top_p: StrictFloat | None = Field(default=None, gt=0.0, le=1.0)
     top_k: int | None = None
     n: int | None = Field(default=None, ge=1, le=1)
     stop: StopString | Annotated[list[StopString], Field(max_length=MAX_STOP_SEQUENCES)] | None = Field(
         default=None, description=f"up to {MAX_STOP_SEQUENCES} non-empty stop sequences of at most {MAX_STOP_CHARS} "
                                   "characters each")
-    seed: int | None = Field(default=None, ge=-INT64, le=INT64 - 1)
+    seed: int | None = Field(default=None, ge=-SEED_BOUND, le=SEED_BOUND)
     user: str | None = None
     session_id: str | None = None
     prompt_cache_key: str | None = None

@@ -30,6 +30,7 @@ the audit hook does not cover (a CPython bug, a native extension already loaded)
 from __future__ import annotations
 
 import ast
+import json
 import secrets
 from dataclasses import dataclass
 
@@ -39,37 +40,90 @@ from envs.swe.repo import TESTS_DIR, SweRepo
 MAX_GRADED_FILES = 1000
 VIOLATION_EXIT = 86  # the harness's exit status when the audit hook or an integrity check caught tampering
 
-# The harness. Everything it relies on after the package is imported is a local variable of _main or a closure cell.
+# The harness. After the package is imported it relies only on local variables, closure cells and a private copy
+# of the builtins (it runs as a function whose globals no other code can reach).
 HARNESS = r'''
 def _main():
-    import builtins, os, sys
+    import builtins, gc, json, os, sys, types
     import unittest, unittest.case, unittest.loader, unittest.result, unittest.suite, unittest.util
+    import ast, collections, enum, pathlib, traceback, typing
     nonce = sys.stdin.readline().strip()
-    module = sys.argv[1]
-    exit_, write, close = os._exit, os.write, os.close
+    spec = json.loads(sys.stdin.readline())
+    module, sources = spec["module"], spec["sources"]  # {test module: its original source}, from the host
+    exit_, write, close, getcwd, lstat, readlink = os._exit, os.write, os.close, os.getcwd, os.lstat, os.readlink
     report = os.dup(1)
     os.set_inheritable(report, False)
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 1)
     os.dup2(null, 2)
     close(null)
-    sys.path.insert(0, os.getcwd())
+    cwd = getcwd()
+    tests_dir = cwd + "/" + spec["tests_dir"]
+
+    # the original test sources, compiled here: what every method of a test class must be, and what its body binds
+    codes, bodies, imports = {}, {}, []
+    for name, (path, text) in sources.items():
+        filename = cwd + "/" + path
+        todo, found = [compile(text, filename, "exec")], {}
+        while todo:
+            code = todo.pop()
+            found[code.co_qualname] = code
+            todo.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+        codes[name] = found
+        tree = ast.parse(text)
+        def visit(node, prefix):
+            for child in node.body:
+                if isinstance(child, ast.ClassDef):
+                    names = bodies.setdefault((name, prefix + child.name), set())
+                    for item in child.body:
+                        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                            names.add(item.name)
+                        for target in getattr(item, "targets", [getattr(item, "target", None)]):
+                            if isinstance(target, ast.Name):
+                                names.add(target.id)
+                    visit(child, prefix + child.name + ".")
+        visit(tree, "")
+        if name == module:
+            for node in tree.body:  # the module's imports of the standard library: imported now, checked later
+                if isinstance(node, ast.Import):
+                    imports += [(a.asname or a.name.split(".")[0], a.name if a.asname else a.name.split(".")[0], None)
+                                for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and not node.level:
+                    imports += [(a.asname or a.name, node.module, a.name) for a in node.names if a.name != "*"]
+    bindings = []
+    for local, mod, attr in imports:
+        try:  # the work dir is not on sys.path yet: only the standard library can be imported here
+            value = __import__(mod, fromlist=["x"] if attr else [])
+            if attr:
+                value = getattr(value, attr)
+        except Exception:  # noqa: the repo's own package, imported later
+            continue
+        bindings.append((local, value))
+    sys.path.append(cwd)  # last: the package never shadows the standard library
+
     mods = [unittest, unittest.case, unittest.loader, unittest.result, unittest.suite, unittest.util]
     TestCase, TestResult, TestSuite = unittest.case.TestCase, unittest.result.TestResult, unittest.suite.TestSuite
     loader = unittest.loader.TestLoader()
-    isinstance_, issubclass_, type_, id_, list_, getattr_, str_ = isinstance, issubclass, type, id, list, getattr, str
+    isinstance_, issubclass_, type_, id_, list_, str_, bytes_, int_ = isinstance, issubclass, type, id, list, str, \
+        bytes, int
+    vars_, tuple_, len_, object_, FunctionType, ModuleType = vars, tuple, len, object, types.FunctionType, \
+        types.ModuleType
+    staticmethod_, classmethod_ = staticmethod, classmethod
+    decode = bytes.decode
+    path_types = (pathlib.PosixPath, pathlib.PurePosixPath)
     getframe = sys._getframe
-    import collections, enum, traceback, typing
     clear_frames = traceback.clear_frames.__code__  # assertRaises clears its traceback's frames: allowed
     # standard-library callers of sys._getframe that only read the calling module's name (namedtuple, NamedTuple,
     # TypeVar, the Enum functional API): allowed; they hand no frame back
     name_readers = {collections.namedtuple.__code__, typing._caller.__code__}
     if hasattr(enum.EnumType, "_create_"):
         name_readers.add(enum.EnumType._create_.__code__)
+    W = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+    modules = sys.modules
 
     class Result(TestResult):
         """Keeps test ids only (formatting a failure's traceback would read its frames). Its methods live on the
-        instance, which the package under test has no way to reach, so patching the class changes nothing."""
+        instance, which the package under test has no way to reach."""
 
         def __init__(self):
             super().__init__()
@@ -90,27 +144,109 @@ def _main():
             self.addError = self.addFailure = self.addSkip = add_failed
             self.addExpectedFailure = self.addUnexpectedSuccess = add_failed
 
-    protected = {id_(Result)} | {id_(v) for v in vars(Result).values()}
-    for mod in mods:
-        for value in list_(vars(mod).values()):
-            if isinstance_(value, type_) or callable(value):
-                protected.add(id_(value))
-                for member in list_(getattr_(value, "__dict__", {}).values()):
-                    protected.add(id_(member))
-    critical = {name for name in TestCase.__dict__ if not name.startswith("_class")}
+    wr = "__warningregistry__"  # interned: the key warnings adds to a module's namespace
 
-    classes = [TestCase, TestResult, TestSuite, Result]
+    def namespace(d):  # ints only: building and comparing it runs no code of the package (no __hash__, no __eq__)
+        return {id_(k): id_(v) for k, v in d.items() if k is not wr}
 
-    def snapshot():
-        return [(mod.__name__, {k: id_(v) for k, v in vars(mod).items()}) for mod in mods + [builtins]] + \
-               [(cls.__name__, {k: id_(v) for k, v in vars(cls).items()}) for cls in classes]
+    def same():
+        """Whether every watched namespace still holds what it held when its reference was taken. A strict one
+        (unittest's modules, builtins, the test modules, every class of a test's hierarchy) exactly; any other module
+        loaded before the package every name it had, bound to the same object, unless that was None (the standard
+        library's lazily built caches), and no new name that shadows a builtin."""
+        for d, strict, ref, lazy in spaces:
+            now = namespace(d)
+            if strict:
+                if now != ref:
+                    return False
+                continue
+            for k, v in ref.items():
+                if now.get(k) != v and k not in lazy:
+                    return False
+            if len_(now) != len_(ref):
+                for k in list_(d):
+                    if id_(k) not in ref and (type_(k) is not str_ or k in builtin_names):
+                        return False
+        now = namespace(modules)  # every module loaded before the package still the one loaded
+        for k, v in modules_before.items():
+            if now.get(k) != v:
+                return False
+        return True
 
-    before = snapshot()
-    armed, inside = [False], [False]
-    blocked = ("sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprofile", "gc.", "ctypes.",
+    def watch(d, strict):
+        spaces.append((d, strict, namespace(d), frozenset(id_(k) for k, v in list_(d.items()) if v is None)))
+
+    def str_keys(d):  # so that looking a name up in d compares str with str, never runs a package's __eq__
+        for k in list_(d):
+            if type_(k) is not str_:
+                die("a namespace holds a name that is no str")
+
+    def real(p):
+        """The real path that p names (symlinks followed, relative to the cwd), or None when p is no plain path."""
+        if type_(p) is bytes_:
+            p = decode(p, "utf-8", "surrogateescape")
+        elif type_(p) in path_types:
+            p = str_(p)
+        if type_(p) is int_ and p >= 0:  # a descriptor: what it is open on
+            try:
+                p = readlink("/proc/self/fd/%d" % p)
+            except OSError:
+                return None
+        if type_(p) is not str_:
+            return None
+        if not p.startswith("/"):
+            p = getcwd() + "/" + p
+        done, todo, hops = [], p.split("/")[::-1], 0
+        while todo:
+            part = todo.pop()
+            if part == "" or part == ".":
+                continue
+            if part == "..":
+                if done:
+                    done.pop()
+                continue
+            here = "/" + "/".join(done + [part])
+            try:
+                link = (lstat(here).st_mode & 0o170000) == 0o120000
+            except (OSError, ValueError):
+                link = False
+            if not link:
+                done.append(part)
+                continue
+            hops += 1
+            if hops > 40:
+                return None
+            target = readlink(here)
+            if target.startswith("/"):
+                done = []
+            todo.extend(target.split("/")[::-1])
+        return "/" + "/".join(done)
+
+    def under(path, top):
+        return path == top or path.startswith(top + "/")
+
+    def readable(path):
+        return path is not None and (under(path, cwd) or under(path, "/usr") or under(path, "/etc") or
+                                     under(path, "/tmp") or path in ("/dev/null", "/dev/zero", "/dev/urandom"))
+
+    def writable(path):
+        return path is not None and not under(path, tests_dir) and (
+            under(path, cwd) or under(path, "/tmp") or path == "/dev/null")
+
+    # event -> (positions of paths it writes, positions of directory descriptors they may be relative to)
+    writes = {"os.remove": ((0,), (1,)), "os.rmdir": ((0,), (1,)), "os.mkdir": ((0,), (2,)),
+              "os.rename": ((0, 1), (2, 3)), "os.chmod": ((0,), (2,)), "os.chown": ((0,), (3,)),
+              "os.utime": ((0,), (3,)), "os.truncate": ((0,), ()), "os.chflags": ((0,), ()),
+              "os.lchflags": ((0,), ()), "os.lchmod": ((0,), ()), "os.setxattr": ((0,), ()),
+              "os.removexattr": ((0,), ()), "shutil.rmtree": ((0,), (1,)), "shutil.move": ((0, 1), ()),
+              "shutil.copyfile": ((1,), ()), "shutil.copymode": ((1,), ()), "shutil.copystat": ((1,), ()),
+              "shutil.copytree": ((1,), ()), "shutil.unpack_archive": ((1,), ()), "shutil.make_archive": ((0,), ())}
+    blocked = ("sys._current_frames", "sys.settrace", "sys.setprofile", "sys.monitoring", "gc.", "ctypes.",
                "os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "os.system", "subprocess.",
                "pty.", "os.kill", "os.killpg", "signal.", "sys.addaudithook", "cpython.", "_thread.",
-               "object.__getattr__")
+               "os.chdir", "os.symlink", "os.link", "os.mkfifo", "os.mknod", "os.startfile", "mmap.",
+               "code.__new__")
+    armed, inside, checking = [False], [False], [False]
 
     def die(why):
         write(report, ("%s VIOLATION %s\n" % (nonce, why)).encode())
@@ -119,52 +255,151 @@ def _main():
     def hook(event, args):
         if not armed[0] or inside[0]:
             return
-        if (event == "object.__getattr__" and args[1] == "tb_frame") or event == "sys._getframe":
+        if event == "object.__getattr__":
+            if checking[0] and args[1] == "__code__":  # the harness's own checks, below
+                return
+            if args[1] == "tb_frame":
+                inside[0] = True
+                caller = getframe(1).f_code
+                inside[0] = False
+                if caller is clear_frames:
+                    return
+            die("%s of %s" % (event, args[1]))
+        if event == "sys._getframe":
             inside[0] = True
             caller = getframe(1).f_code
             inside[0] = False
-            if caller is clear_frames or (event == "sys._getframe" and caller in name_readers):
+            if caller in name_readers:
                 return
-            die("%s from %s" % (event if event == "sys._getframe" else "tb_frame", caller.co_name))
-        if event in ("object.__setattr__", "object.__delattr__"):
+            die("sys._getframe from %s" % caller.co_name)
+        if event == "object.__setattr__" or event == "object.__delattr__":
             target, name = args[0], args[1]
-            if id_(target) in protected:
+            if type_(name) is not str_:
+                die("%s of a name that is no str" % event)
+            if id_(target) in pre:
+                die("%s of %s on an object that existed before the package was imported" % (event, name))
+            if name == "__code__" or name == "__class__":
                 die("%s of %s" % (event, name))
-            if isinstance_(target, type_) and issubclass_(target, TestCase) and (
-                    str_(name).startswith("test") or name in critical):
+            if issubclass_(type_(target), type_) and issubclass_(target, TestCase) and not name.startswith("_class"):
                 die("%s of a test class's %s" % (event, name))
-        elif event == "open" and isinstance_(args[0], str_) and args[0].startswith("/proc"):
-            die("open %s" % args[0])
-        elif event.startswith(blocked):
+            return
+        if event == "open":
+            if len_(args) != 3:
+                die("open with %d arguments" % len_(args))
+            path, mode, flags = args
+            where = real(path)
+            write_ = (type_(flags) is int_ and flags & W) or (type_(mode) is str_ and (
+                "w" in mode or "a" in mode or "x" in mode or "+" in mode))
+            if not (writable(where) if write_ else readable(where)) or (where is not None and under(where, tests_dir)
+                                                                        and type_(path) is int_):
+                die("open %s%s" % ("for writing " if write_ else "", where or "(not a plain path)"))
+            return
+        spots = writes.get(event) if type_(event) is str_ else None
+        if spots is not None:
+            for at in spots[1]:
+                if at < len_(args) and args[at] is not None:
+                    die("%s relative to a directory descriptor" % event)
+            for at in spots[0]:
+                if at < len_(args) and not writable(real(args[at])):
+                    die("%s %s" % (event, real(args[at]) or "(not a plain path)"))
+            return
+        if event.startswith(blocked):
             die(event)
 
+    def verify_class(cls):
+        """A class of the test's hierarchy is the original one: defined by a test module's original source, each of
+        its functions that source's own code, nothing bound that the source's class body does not bind."""
+        if type_(cls) is not type_:
+            die("a test class with a metaclass")
+        mod = vars_(cls).get("__module__")
+        found = codes.get(mod) if type_(mod) is str_ else None
+        names = bodies.get((mod, cls.__qualname__)) if found is not None else None
+        if names is None:
+            die("%s is not a class of the original tests" % cls.__qualname__)
+        for key, value in list_(vars_(cls).items()):
+            if type_(key) is not str_:
+                die("a strange name in %s" % cls.__qualname__)
+            if key in ("__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "_classSetupFailed",
+                       "_class_cleanups", "__annotations__", "__unittest_skip__", "__unittest_skip_why__"):
+                continue
+            if key not in names:
+                die("%s.%s is not in the original tests" % (cls.__qualname__, key))
+            if type_(value) is staticmethod_ or type_(value) is classmethod_:
+                value = value.__func__
+            if type_(value) is FunctionType:
+                expected = found.get(cls.__qualname__ + "." + key)
+                if expected is None or value.__code__ != expected:
+                    die("%s.%s is not the original code" % (cls.__qualname__, key))
+
+    watched = [m for m in list_(modules.values()) if type_(m) is ModuleType]
+    classes = [TestCase, TestResult, TestSuite, Result]
+    strict, n_classes = mods + [builtins], len_(classes)
+    spaces, builtin_names = [], frozenset(k for k in vars_(builtins) if type_(k) is str_)
+    for m in watched:
+        watch(vars_(m), m in strict)
+    for c in classes:
+        watch(vars_(c), True)
+    modules_before, run = namespace(modules), TestCase.run
+    keep = gc.get_objects() + watched + spaces  # held: no id below is ever reused
+    pre = frozenset(id_(o) for o in keep)
     sys.addaudithook(hook)
     armed[0] = True
     try:
         suite = loader.loadTestsFromName(module)
     except BaseException as err:  # noqa
         die("import failed: %s" % type_(err).__name__)
-    if loader.errors or snapshot() != before:
+    if loader.errors or not same():
         die("the module did not load cleanly, or a namespace changed")
     tests, todo = [], [suite]
     while todo:
         item = todo.pop(0)
-        if isinstance_(item, TestSuite):
+        if type_(item) is TestSuite:
             todo[:0] = list_(item._tests)
-        elif isinstance_(item, TestCase):
+        elif issubclass_(type_(item), TestCase):
             tests.append(item)
         else:
             die("not a test: %s" % type_(item).__name__)
-    for cls in {type_(t) for t in tests}:  # each test class, up to TestCase: its methods may not change either
-        classes.extend(c for c in cls.__mro__ if c not in classes and issubclass_(c, TestCase))
-    before = snapshot()
-    result, run = Result(), TestCase.run
+    checking[0] = True
+    seen = []
+    for test in tests:
+        cls = type_(test)
+        if type_(cls) is not type_:
+            die("a test class with a metaclass")
+        if id_(cls) in seen:
+            continue
+        seen.append(id_(cls))
+        mro = cls.__mro__
+        for c in mro:
+            if type_(c) is not type_:
+                die("a test class with a metaclass")
+        if mro[-1] is not object_ or TestCase not in mro:
+            die("%s does not derive from unittest.TestCase" % cls.__qualname__)
+        for c in mro:
+            if c is not TestCase and c is not object_ and c not in classes:
+                verify_class(c)
+                classes.append(c)
+    checking[0] = False
+    str_keys(modules)
+    test_module = modules.get(module)
+    if type_(test_module) is not ModuleType:
+        die("the test module is not a module")
+    str_keys(vars_(test_module))
+    for local, value in bindings:  # what the tests imported from the standard library is what they got
+        if vars_(test_module).get(local) is not value:
+            die("the test module's %s is not what it imported" % local)
+    for m in list_(modules.values()):
+        if type_(m) is ModuleType and type_(m.__name__) is str_ and m not in watched and (
+                m.__name__ == "tests" or m.__name__.startswith("tests.")):
+            watch(vars_(m), True)
+    for c in classes[n_classes:]:
+        watch(vars_(c), True)
+    result = Result()
     for test in tests:  # one at a time through the captured runner, every namespace checked after each
         try:
             run(test, result)
         except BaseException as err:  # noqa
             die("the run raised %s" % type_(err).__name__)
-        if snapshot() != before:
+        if not same():
             die("a namespace changed while %s ran" % test.id())
     failed = set(result.failed)
     lines = []
@@ -175,7 +410,8 @@ def _main():
     write(report, "".join(lines).encode())
     exit_(0)
 
-_main()
+import builtins as _b, types as _t
+_t.FunctionType(_main.__code__, {"__builtins__": dict(vars(_b)), "__name__": "__grader__"})()
 '''
 
 
@@ -204,6 +440,16 @@ def expected_tests(repo: SweRepo) -> dict[str, set[str]]:
     return out
 
 
+def test_sources(repo: SweRepo) -> dict[str, list[str]]:
+    """{module: [path, original source]} of every Python file of the tests folder, for the harness to compile."""
+    out = {}
+    for path, text in sorted(repo.test_files.items()):
+        if path.endswith(".py"):
+            module = path[:-3].replace("/", ".")
+            out[module.removesuffix(".__init__")] = [path, text]
+    return out
+
+
 def graded_sources(repo: SweRepo, files: dict[str, bytes]) -> dict[str, bytes]:
     """The agent's files that grading uses: everything but the tests folder, or anything named like it."""
     root = TESTS_DIR.rstrip("/")
@@ -217,6 +463,7 @@ def grade(repo: SweRepo, files: dict[str, bytes], sandbox: SandboxConfig, timeou
     if len(sources) > MAX_GRADED_FILES:
         return Verdict(False, f"the work dir holds {len(sources)} files; at most {MAX_GRADED_FILES} are graded")
     expected = expected_tests(repo)
+    sources_of_tests = test_sources(repo)
     with Sandbox(sandbox) as sb:
         try:
             sb.put_files({**sources, **repo.test_files})
@@ -225,8 +472,9 @@ def grade(repo: SweRepo, files: dict[str, bytes], sandbox: SandboxConfig, timeou
         sb.seal(TESTS_DIR.rstrip("/"))
         for module, ids in expected.items():
             nonce = secrets.token_hex(16)
+            spec = json.dumps({"module": module, "tests_dir": TESTS_DIR.rstrip("/"), "sources": sources_of_tests})
             argv = ["python3", "-I", "-B", "-c", HARNESS, module]
-            rc, out, timed_out = sb.run(argv, timeout=timeout_s, input=(nonce + "\n").encode())
+            rc, out, timed_out = sb.run(argv, timeout=timeout_s, input=f"{nonce}\n{spec}\n".encode())
             if timed_out:
                 return Verdict(False, f"{module}: the tests timed out after {timeout_s:.0f} s")
             verdicts: dict[str, str] = {}

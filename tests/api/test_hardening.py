@@ -425,6 +425,10 @@ def test_openapi_schema_matches_behaviour(gw: App) -> None:
     ({"messages": user(), "seed": False}, {}, "seed", "integer"),
     ({"messages": user(), "seed": "5"}, {}, "seed", "integer"),
     ({"messages": user(), "seed": 2**64}, {}, "seed", "seed"),
+    ({"messages": user(), "seed": 2**53 + 1}, {}, "seed", "seed"),  # bounds a double can hold exactly
+    ({"messages": user(), "temperature": False}, {}, "temperature", "valid number"),
+    ({"messages": user(), "top_p": "0.5"}, {}, "top_p", "valid number"),
+    ({"messages": user(), "stream_options": {"include_usage": 0}}, {}, "stream_options.include_usage", "bool"),
     ({"messages": user(), "max_tokens": True}, {}, "max_tokens", "integer"),
     ({"messages": user(), "n": True}, {}, "n", "integer"),
     ({"messages": [{"role": "user", "content": [{"type": "text"}]}]}, {}, "messages.0.content", "needs 'text'"),
@@ -440,6 +444,13 @@ def test_what_the_schema_refuses_is_a_400(gw: App, body: dict, headers: dict, pa
         assert fragment in err["message"], err
     time.sleep(0.05)
     assert gw.recorded() == before
+
+
+def test_stream_must_be_a_json_boolean(gw: App) -> None:
+    for value in (0, 1, "true"):
+        r = gw.post({"messages": user(), "stream": value})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "stream", r.text
+    assert gw.post({"messages": user(), "temperature": 1, "seed": 2**53}).status_code == 200  # 1 is a float too
 
 
 def test_turn_type_header_stays_case_insensitive(gw: App) -> None:
