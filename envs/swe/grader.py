@@ -7,24 +7,43 @@ unittest's output or exit status. Instead:
 - The host writes the agent's non-test files and the ORIGINAL test files into a fresh sandbox; ``tests/`` is then owned
   by root and read-only to the sandbox's uid, and Python runs with ``-B`` (no cached bytecode to plant).
 - One interpreter per test module runs a small harness given on the command line (``python3 -I -B -c``), never a file
-  the agent could rewrite. Before any package code is imported the harness reads a fresh random nonce from stdin into
-  a local variable, captures the real unittest classes and functions, snapshots the namespaces of the unittest modules
-  and of ``builtins``, moves its report channel to a private file descriptor (stdout and stderr go to /dev/null), and
-  installs an audit hook, which Python code cannot remove. Armed, the hook ends the process on what no test of these
-  repos needs and what reaching the harness would take: assigning to a unittest class or function or to a test
-  method of a test class (``object.__setattr__``/``__delattr__``), frames (``sys._getframe``, tracebacks' and
-  generators' frames, ``sys.settrace``/``setprofile``), ``gc`` introspection, ``ctypes``, new processes, and opening
-  anything under ``/proc``.
-- The harness loads the module (importing the package), checks that nothing it captured was replaced, runs the module's
-  tests through the captured runner into a result class of its own, checks again, and reports one line per test,
-  ``<nonce> <test id> PASS|FAIL``, then leaves with ``os._exit`` (no atexit handler runs).
+  the agent could rewrite; it runs as a function whose globals (and builtins) are a private copy no other code can
+  reach. Before any package code is imported it reads a fresh random nonce and a spec from stdin (the host's view of
+  the original tests: their sources, the names each test class body binds, the test module's imports), compiles the
+  original sources itself, imports the standard-library modules the tests import, captures the real unittest
+  classes, snapshots every loaded module's namespace and every existing class's, holds every object that exists then
+  (``gc.get_objects()``), moves its report channel to a private descriptor (stdout and stderr go to /dev/null), puts
+  the work dir LAST on ``sys.path`` (the package never shadows the standard library), and installs an audit hook,
+  which Python code cannot remove. Armed, the hook ends the process on: any ``object.__setattr__``/``__delattr__`` of
+  an object that existed before the import, any ``__code__``/``__class__`` assignment, a test class's attributes;
+  reading a function's code and frames (``sys._getframe``, tracebacks' and generators' frames,
+  ``sys.settrace``/``setprofile``); ``gc`` introspection, ``ctypes``, threads, signals, new processes, ``os.chdir``,
+  links; opening a file outside the work dir, ``/usr``, ``/etc``, ``/tmp`` and a few devices (paths resolved by the
+  hook itself, symlinks, ``..``, bytes and descriptors included: ``/proc`` is out of reach); writing anywhere in
+  ``tests/`` or outside the work dir and ``/tmp``.
+- The harness loads the module (importing the package), then checks: nothing watched changed (Python 3.11 raises no
+  audit event for a class attribute, so identity checks do the work: unittest's modules, builtins and the test
+  modules exactly; other modules and classes keep every name bound to the same object, lazily built ``None`` caches
+  aside; ``sys.modules`` still holds the same modules); every class in a test's hierarchy other than ``TestCase`` and
+  ``object`` is one of the original sources, each of its functions that source's code object, nothing bound that the
+  class body does not bind (a fake ``unittest`` slipped into the test module's globals is caught here); what the test
+  module imported from the standard library is the object it got. It runs the tests through the captured runner into
+  a result class of its own, repeats the checks after each test, and reports one line per test,
+  ``<nonce> <test id> PASS|FAIL``, then leaves with ``os._exit`` (no atexit handler runs). All comparisons are by
+  identity over lists built in C, so no ``__eq__``/``__hash__`` of the package runs while the harness checks.
 - The host counts the tests itself from the original test sources (``ast``) and passes the episode only when every
   expected test id was reported PASS with the nonce, by the process that ran it. A crash, a timeout, a skip, an
-  expected failure, an import error, a missing or extra test, a tampered namespace: -1.
+  expected failure, an import error, a missing or extra test, a tampered namespace, a blocked event: -1. The agent's
+  files named like the tests folder (``tests`` as a file, ``tests/...``) are never copied; a layout clash is -1.
 
 What this does not stop: a return value whose own ``__eq__`` (or ``__hash__``, ``__len__``, ...) lies to the test's
-assertions is still the test comparing the package's value, and passes; code that reaches the nonce through a path
-the audit hook does not cover (a CPython bug, a native extension already loaded) could forge a report.
+assertions is still the test comparing the package's value, and passes; the same holds for mutable state the tests
+share with the standard library (an instance attribute of a pre-existing object, a lazily built ``None`` cache
+replaced); code that reaches the nonce through a path the audit hook does not cover (a CPython bug, a native extension
+already loaded) could forge a report. Where the host does not run as root ``tests/`` is only read-only by its modes;
+the hook then is what keeps the sandbox's uid from rewriting it. Tests that need ``setUpClass``/``setUpModule``,
+threads, decorators that replace a test method (``mock.patch``), ``inspect`` on functions, or files outside the
+places above fail under this harness (-1, never a false pass); the repos here need none of them.
 """
 
 from __future__ import annotations
@@ -46,7 +65,7 @@ HARNESS = r'''
 def _main():
     import builtins, gc, json, os, sys, types
     import unittest, unittest.case, unittest.loader, unittest.result, unittest.suite, unittest.util
-    import ast, collections, enum, pathlib, traceback, typing
+    import collections, enum, traceback, typing
     nonce = sys.stdin.readline().strip()
     spec = json.loads(sys.stdin.readline())
     module, sources = spec["module"], spec["sources"]  # {test module: its original source}, from the host
@@ -57,41 +76,21 @@ def _main():
     os.dup2(null, 1)
     os.dup2(null, 2)
     close(null)
-    cwd = getcwd()
+    cwd, modules = getcwd(), sys.modules
     tests_dir = cwd + "/" + spec["tests_dir"]
 
-    # the original test sources, compiled here: what every method of a test class must be, and what its body binds
-    codes, bodies, imports = {}, {}, []
+    # the original test sources, compiled here: what every method of a test class must be
+    codes = {}
     for name, (path, text) in sources.items():
-        filename = cwd + "/" + path
-        todo, found = [compile(text, filename, "exec")], {}
+        todo, found = [compile(text, cwd + "/" + path, "exec")], {}
         while todo:
             code = todo.pop()
             found[code.co_qualname] = code
             todo.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
         codes[name] = found
-        tree = ast.parse(text)
-        def visit(node, prefix):
-            for child in node.body:
-                if isinstance(child, ast.ClassDef):
-                    names = bodies.setdefault((name, prefix + child.name), set())
-                    for item in child.body:
-                        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                            names.add(item.name)
-                        for target in getattr(item, "targets", [getattr(item, "target", None)]):
-                            if isinstance(target, ast.Name):
-                                names.add(target.id)
-                    visit(child, prefix + child.name + ".")
-        visit(tree, "")
-        if name == module:
-            for node in tree.body:  # the module's imports of the standard library: imported now, checked later
-                if isinstance(node, ast.Import):
-                    imports += [(a.asname or a.name.split(".")[0], a.name if a.asname else a.name.split(".")[0], None)
-                                for a in node.names]
-                elif isinstance(node, ast.ImportFrom) and not node.level:
-                    imports += [(a.asname or a.name, node.module, a.name) for a in node.names if a.name != "*"]
+    bodies = {(mod, qualname): frozenset(names) for mod, qualname, names in spec["bodies"]}
     bindings = []
-    for local, mod, attr in imports:
+    for local, mod, attr in spec["imports"]:
         try:  # the work dir is not on sys.path yet: only the standard library can be imported here
             value = __import__(mod, fromlist=["x"] if attr else [])
             if attr:
@@ -108,9 +107,11 @@ def _main():
         bytes, int
     vars_, tuple_, len_, object_, FunctionType, ModuleType = vars, tuple, len, object, types.FunctionType, \
         types.ModuleType
-    staticmethod_, classmethod_ = staticmethod, classmethod
+    staticmethod_, classmethod_, map_, zip_, range_, all_ = staticmethod, classmethod, map, zip, range, all
+    from operator import is_
     decode = bytes.decode
-    path_types = (pathlib.PosixPath, pathlib.PurePosixPath)
+    pathlib = modules.get("pathlib")  # path objects are read only where the tests use them (so it is loaded now)
+    path_types = (pathlib.PosixPath, pathlib.PurePosixPath) if pathlib is not None else ()
     getframe = sys._getframe
     clear_frames = traceback.clear_frames.__code__  # assertRaises clears its traceback's frames: allowed
     # standard-library callers of sys._getframe that only read the calling module's name (namedtuple, NamedTuple,
@@ -119,7 +120,6 @@ def _main():
     if hasattr(enum.EnumType, "_create_"):
         name_readers.add(enum.EnumType._create_.__code__)
     W = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-    modules = sys.modules
 
     class Result(TestResult):
         """Keeps test ids only (formatting a failure's traceback would read its frames). Its methods live on the
@@ -146,35 +146,48 @@ def _main():
 
     wr = "__warningregistry__"  # interned: the key warnings adds to a module's namespace
 
-    def namespace(d):  # ints only: building and comparing it runs no code of the package (no __hash__, no __eq__)
-        return {id_(k): id_(v) for k, v in d.items() if k is not wr}
+    def entries(d):  # a namespace's names and values in its order, as lists built in C (no audit event, no __eq__)
+        return list_(d), list_(d.values())
+
+    def identical(a, b):
+        return len_(a) == len_(b) and all_(map_(is_, a, b))
 
     def same():
         """Whether every watched namespace still holds what it held when its reference was taken. A strict one
-        (unittest's modules, builtins, the test modules, every class of a test's hierarchy) exactly; any other module
-        loaded before the package every name it had, bound to the same object, unless that was None (the standard
-        library's lazily built caches), and no new name that shadows a builtin."""
-        for d, strict, ref, lazy in spaces:
-            now = namespace(d)
+        (unittest's modules, builtins, the test modules, every class of a test's hierarchy) exactly, a warnings
+        registry aside; any other module loaded before the package every name it had, in the same order, bound to
+        the same object unless that was None (the standard library's lazily built caches), and no new name that
+        shadows a builtin; any other class that existed then (contextlib's, functools', ...) the same, with no new name
+        at all. Objects are compared by identity only: no code of the package runs while it checks."""
+        for d, strict, keys, values, lazy in spaces:
+            now_keys, now_values = entries(d)
+            if identical(now_keys, keys) and identical(now_values, values):
+                continue
             if strict:
-                if now != ref:
+                pairs = [(k, v) for k, v in zip_(now_keys, now_values) if k is not wr]
+                ref = [(k, v) for k, v in zip_(keys, values) if k is not wr]
+                if not (identical([k for k, v in pairs], [k for k, v in ref]) and
+                        identical([v for k, v in pairs], [v for k, v in ref])):
                     return False
                 continue
-            for k, v in ref.items():
-                if now.get(k) != v and k not in lazy:
+            n = len_(keys)
+            if not identical(now_keys[:n], keys):
+                return False
+            for i in range_(n):
+                if now_values[i] is not values[i] and i not in lazy:
                     return False
-            if len_(now) != len_(ref):
-                for k in list_(d):
-                    if id_(k) not in ref and (type_(k) is not str_ or k in builtin_names):
-                        return False
-        now = namespace(modules)  # every module loaded before the package still the one loaded
-        for k, v in modules_before.items():
-            if now.get(k) != v:
+            for k in now_keys[n:]:
+                if strict is None or type_(k) is not str_ or (k in builtin_names and k is not wr):
+                    return False
+        str_keys(modules)
+        for k, m in modules_before:  # every module loaded before the package still the one loaded
+            if modules.get(k) is not m:
                 return False
         return True
 
     def watch(d, strict):
-        spaces.append((d, strict, namespace(d), frozenset(id_(k) for k, v in list_(d.items()) if v is None)))
+        keys, values = entries(d)
+        spaces.append((d, strict, keys, values, frozenset(i for i, v in enumerate(values) if v is None)))
 
     def str_keys(d):  # so that looking a name up in d compares str with str, never runs a package's __eq__
         for k in list_(d):
@@ -253,7 +266,7 @@ def _main():
         exit_(86)
 
     def hook(event, args):
-        if not armed[0] or inside[0]:
+        if event == "builtins.id" or not armed[0] or inside[0]:
             return
         if event == "object.__getattr__":
             if checking[0] and args[1] == "__code__":  # the harness's own checks, below
@@ -339,8 +352,12 @@ def _main():
         watch(vars_(m), m in strict)
     for c in classes:
         watch(vars_(c), True)
-    modules_before, run = namespace(modules), TestCase.run
-    keep = gc.get_objects() + watched + spaces  # held: no id below is ever reused
+    keep = gc.get_objects()
+    for c in keep:  # Python 3.11 raises no audit event when a class attribute is assigned: every class is watched
+        if isinstance_(c, type_) and c not in classes:
+            watch(vars_(c), None)
+    modules_before, run = [(k, m) for k, m in modules.items() if type_(k) is str_], TestCase.run
+    keep += watched + spaces  # held: no id below is ever reused
     pre = frozenset(id_(o) for o in keep)
     sys.addaudithook(hook)
     armed[0] = True
@@ -440,14 +457,38 @@ def expected_tests(repo: SweRepo) -> dict[str, set[str]]:
     return out
 
 
-def test_sources(repo: SweRepo) -> dict[str, list[str]]:
-    """{module: [path, original source]} of every Python file of the tests folder, for the harness to compile."""
-    out = {}
+def harness_spec(repo: SweRepo) -> dict:
+    """What the harness checks the loaded tests against, read from the original test sources here: every Python file
+    of the tests folder ({module: [path, source]}, compiled there), the names each class body binds, and each test
+    module's top-level imports (those of the standard library are imported before the package, and checked after)."""
+    sources, bodies, imports = {}, [], {}
     for path, text in sorted(repo.test_files.items()):
-        if path.endswith(".py"):
-            module = path[:-3].replace("/", ".")
-            out[module.removesuffix(".__init__")] = [path, text]
-    return out
+        if not path.endswith(".py"):
+            continue
+        module = path[:-3].replace("/", ".").removesuffix(".__init__")
+        sources[module] = [path, text]
+        tree = ast.parse(text)
+        todo = [(tree, "")]
+        while todo:
+            node, prefix = todo.pop()
+            for child in node.body:
+                if isinstance(child, ast.ClassDef):
+                    names = set()
+                    for item in child.body:
+                        if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                            names.add(item.name)
+                        targets = item.targets if isinstance(item, ast.Assign) else [getattr(item, "target", None)]
+                        names |= {t.id for t in targets if isinstance(t, ast.Name)}
+                    bodies.append([module, prefix + child.name, sorted(names)])
+                    todo.append((child, prefix + child.name + "."))
+        found = imports.setdefault(module, [])
+        for node in tree.body:
+            if isinstance(node, ast.Import):
+                found += [[a.asname or a.name.split(".")[0], a.name if a.asname else a.name.split(".")[0], None]
+                          for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                found += [[a.asname or a.name, node.module, a.name] for a in node.names if a.name != "*"]
+    return {"tests_dir": TESTS_DIR.rstrip("/"), "sources": sources, "bodies": bodies, "imports": imports}
 
 
 def graded_sources(repo: SweRepo, files: dict[str, bytes]) -> dict[str, bytes]:
@@ -463,7 +504,7 @@ def grade(repo: SweRepo, files: dict[str, bytes], sandbox: SandboxConfig, timeou
     if len(sources) > MAX_GRADED_FILES:
         return Verdict(False, f"the work dir holds {len(sources)} files; at most {MAX_GRADED_FILES} are graded")
     expected = expected_tests(repo)
-    sources_of_tests = test_sources(repo)
+    spec_of_tests = harness_spec(repo)
     with Sandbox(sandbox) as sb:
         try:
             sb.put_files({**sources, **repo.test_files})
@@ -472,7 +513,7 @@ def grade(repo: SweRepo, files: dict[str, bytes], sandbox: SandboxConfig, timeou
         sb.seal(TESTS_DIR.rstrip("/"))
         for module, ids in expected.items():
             nonce = secrets.token_hex(16)
-            spec = json.dumps({"module": module, "tests_dir": TESTS_DIR.rstrip("/"), "sources": sources_of_tests})
+            spec = json.dumps({**spec_of_tests, "module": module, "imports": spec_of_tests["imports"].get(module, [])})
             argv = ["python3", "-I", "-B", "-c", HARNESS, module]
             rc, out, timed_out = sb.run(argv, timeout=timeout_s, input=f"{nonce}\n{spec}\n".encode())
             if timed_out:
