@@ -141,7 +141,7 @@ def _sampling(gw: Gateway, body: ChatCompletionRequest, prompt_len: int) -> Samp
         max_new_tokens=requested or min(limit - prompt_len, gw.default_max_tokens),
         temperature=temperature, top_p=top_p, top_k=top_k,
         stop=[body.stop] if isinstance(body.stop, str) else (list(body.stop) if body.stop else None),
-        sampling_seed=body.seed,
+        sampling_seed=body.seed, ignore_eos=body.ignore_eos,
     )
 
 

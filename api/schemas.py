@@ -192,6 +192,8 @@ class ChatCompletionRequest(BaseModel):
         default=None, description=f"up to {MAX_STOP_SEQUENCES} non-empty stop sequences of at most {MAX_STOP_CHARS} "
                                   "characters each")
     seed: int | None = Field(default=None, ge=-SEED_BOUND, le=SEED_BOUND)
+    ignore_eos: StrictBool = Field(default=False, description="SGLang's extension: generate to max_tokens past the "
+                                                              "end-of-sequence token")
     user: str | None = None
     session_id: str | None = None
     prompt_cache_key: str | None = None

@@ -92,7 +92,7 @@ class Reply:
 
 async def chat(http: Any, url: str, key: str, raw_session: str, messages: list[dict], *, stream: bool = False,
                done: bool = False, max_tokens: int = 12, temperature: float = 0.7, timeout_s: float = 120.0,
-               on_token: Callable[[Reply], None] | None = None) -> Reply:
+               on_token: Callable[[Reply], None] | None = None, ignore_eos: bool = False) -> Reply:
     """One chat completion through the gateway; never raises (a failure is a Reply with ``ok`` False)."""
     import aiohttp
 
@@ -101,6 +101,8 @@ async def chat(http: Any, url: str, key: str, raw_session: str, messages: list[d
         headers["X-Session-Done"] = "1"
     body = {"model": "policy", "messages": messages, "max_tokens": max_tokens, "temperature": temperature,
             "stream": stream}
+    if ignore_eos:
+        body["ignore_eos"] = True
     r = Reply(ok=False, stream=stream, started=time.monotonic())
     try:
         async with http.post(f"{url}/v1/chat/completions", json=body, headers=headers,
@@ -451,7 +453,7 @@ async def engine_kill(drill: Drill, *, streams: int, max_tokens: int, hang_bound
         tasks = [asyncio.create_task(chat(http, drill.url, drill.key, f"engine-{i}",
                                           [{"role": "user", "content": LONG_PROMPT}], stream=True,
                                           max_tokens=max_tokens, temperature=LONG_TEMPERATURE, timeout_s=600,
-                                          on_token=token(i)))
+                                          on_token=token(i), ignore_eos=True))
                  for i in range(streams)]
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
