@@ -1,7 +1,9 @@
 """Activities of the general track.
 
 ``EnvActivities`` (env queue; sync, in a thread pool): ``env_tasks``, ``env_reset``, ``env_step``, ``env_evaluate``,
-``env_close``. An env is a live process tree (a sandboxed shell), so it stays in the worker that reset it. Episodes
+``env_close``. An env is a live process tree (a sandboxed shell), so it stays in the worker that reset it. The env
+option ``outcome_placebo`` (a seed; taken out before the env sees its options) makes ``env_evaluate``'s reward a fair
+coin, the success flag staying the env's: a study control for what update noise alone does. Episodes
 started on the env queue run on the env worker and call these as local activities, in the process holding the env.
 For episodes run elsewhere the worker also listens on a queue of its own, whose name ``env_reset`` returns, and the
 episode sends its steps there. If that worker dies, the episode workflow notices (its workflow task times out, or a call
@@ -47,11 +49,10 @@ from contracts.episode import (
     PolicyResult,
     StepJudgeRequest,
 )
-from contracts.session import Vote
 from envs.base import Env, make_env, scripted_policy, task_suite
 from openclaw_rl.policy_client import PolicyEngineError, SamplingParams
 from openclaw_rl.versions import policy_version_of
-from rlcore.judging import parse_score
+from rlcore.judging import Vote, parse_score
 
 
 class EpisodeNotFoundError(Exception):
@@ -70,9 +71,20 @@ class ContextTooLongError(Exception):
 # env worker
 # ---------------------------------------------------------------------------------------------------------------------
 
+PLACEBO_OPTION = "outcome_placebo"  # env option (a seed): the outcome reward is a fair coin, see ``placebo_reward``
+
+
+def placebo_reward(seed: object, episode_id: str, attempt: int) -> float:
+    """A study control: +1 or -1, a fair coin fixed by (seed, episode, attempt), in place of the outcome reward. A run
+    trained on it gets updates of the same size and shape as a real one with no information in them, so what it does
+    to held-out success is what update noise alone does. The episode's success stays the env's own."""
+    return 1.0 if int(hashlib.sha256(f"{seed}:{episode_id}:{attempt}".encode()).hexdigest()[:8], 16) % 2 else -1.0
+
+
 @dataclass
 class _Live:
     env: Env
+    placebo: object = None  # set: the outcome reward is ``placebo_reward`` (a study control)
     applied: int = 0  # steps applied
     last: EnvStepResult | None = None
     touched: float = field(default_factory=time.monotonic)
@@ -125,6 +137,7 @@ class EnvActivities:
         self._reap()
         task = task_suite(req.env).get(req.task_id)
         options = dict(req.options)
+        placebo = options.pop(PLACEBO_OPTION, None)
         if req.max_steps:
             options["max_steps"] = req.max_steps
         env = make_env(req.env, **options)
@@ -136,7 +149,7 @@ class EnvActivities:
         key = self._key(req.episode_id, req.attempt)
         with self._lock:  # a retried reset replaces the first one's env
             old = self._live.pop(key, None)
-            self._live[key] = _Live(env)
+            self._live[key] = _Live(env, placebo=placebo)
         if old is not None:
             old.env.close()
         return EnvResetResult(task_queue=self.worker_queue, observation=observation, system_prompt=env.system_prompt,
@@ -160,6 +173,9 @@ class EnvActivities:
         live = self._get(req.episode_id, req.attempt)
         with live.lock:
             o = live.env.evaluate()
+        if live.placebo is not None:
+            return EnvOutcome(reward=placebo_reward(live.placebo, req.episode_id, req.attempt), success=o.success,
+                              detail=f"[placebo: the reward is a coin flip] {o.detail}")
         return EnvOutcome(reward=o.reward, success=o.success, detail=o.detail)
 
     @activity.defn(name="env_close")

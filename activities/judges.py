@@ -2,10 +2,22 @@
 
 - `LLMJudge`: an OpenAI-compatible chat endpoint (SGLang's `/v1/chat/completions`, or any provider) prompted with the
   prompts/ templates.
-- General-track step judges (``complete_step``): the LLM judge fills the prompts/ ``general_<env>`` template; the
-  heuristic one reads the tool results the way a terminal user would: a malformed action, a timeout or a non-zero exit
-  status is -1, a command that ran cleanly +1, a submission 0 (whether it was right is the outcome's business). A call
-  that repeats an earlier step's call and gets the same result back is -1 however cleanly it ran: no progress.
+- General-track step judges (``complete_step``), chosen by name (``STEP_JUDGES``; ``make_step_judge``):
+  - ``llm``: the LLM judge fills the prompts/ ``general_<env>`` template (each env's template names its fields its own
+    way; ``step_template_values`` maps a ``StepJudgeRequest`` onto them). Any OpenAI-compatible endpoint, the policy
+    engine itself included (its ``/v1/chat/completions``); m votes are m calls.
+  - ``heuristic`` (the default, for tests and the demo): reads the tool results the way a terminal user would: a
+    malformed action, a timeout or a non-zero exit status is -1, a command that ran cleanly +1, a submission 0
+    (whether it was right is the outcome's business). A call that repeats an earlier step's call and gets the same
+    result back is -1 however cleanly it ran: no progress. It rewards running code, not solving: any call that exits
+    0 gets +1, right or wrong, and an episode that never answers but keeps making clean calls outranks a wrong answer.
+  - ``content``: for the tool-call env, reads each result against the task (``assess_toolcall_content``): a python
+    call that computes with numbers neither the task nor an earlier result gave, that does not compute the arithmetic
+    expression the task writes out as written (a transcription error: a dropped term, a flipped sign), that prints
+    no number, or whose numbers are nothing new (only the task's, or an earlier result's) is not progress; an
+    ``answer`` is +1 when its numbers come from a tool result, 0 when only from the task, -1 when from nowhere (a
+    guess). It never sees the hidden answer (that would make the process reward the outcome). Other envs: the
+    ``heuristic`` rule.
 - `HeuristicJudge`: no LLM. A rule-based stand-in, named as such everywhere it is used: it reads explicit praise,
   complaint, confusion and correction phrases in the next state and writes a judgement in the same `\\boxed{}` /
   `[HINT_START]...[HINT_END]` format an LLM judge would, with the corrective sentences as the hint. A user who is
@@ -90,12 +102,18 @@ def _sentences(text: str) -> list[str]:
 
 
 class HeuristicJudge:
-    """Rule-based judge for CPU demos and tests (a heuristic stand-in for the LLM judge, not a model)."""
+    """Rule-based judge for CPU demos and tests (a heuristic stand-in for the LLM judge, not a model).
+
+    ``step_rule``: how ``complete_step`` votes, ``heuristic`` (exit status) or ``content`` (see the module docstring).
+    """
 
     name = "heuristic"
 
-    def __init__(self, latency_s: float = 0.0) -> None:
+    def __init__(self, latency_s: float = 0.0, step_rule: str = "heuristic") -> None:
+        if step_rule not in HEURISTIC_STEP_RULES:
+            raise ValueError(f"unknown heuristic step rule {step_rule!r}; expected one of {HEURISTIC_STEP_RULES}")
         self.latency_s = latency_s  # simulated judging time, to exercise the pipeline as an LLM judge would
+        self.step_rule = step_rule
 
     def assess(self, text: str) -> tuple[int, str]:
         complaint = _matches(_COMPLAINT, text) or _matches(_CONFUSION, text)
@@ -125,7 +143,10 @@ class HeuristicJudge:
     async def complete_step(self, req: StepJudgeRequest) -> str:
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
-        score, why = assess_step(req.tool_calls, req.tool_results, req.history)
+        if self.step_rule == "content" and req.env == "toolcall":
+            score, why = assess_toolcall_content(req.task_instruction, req.tool_calls, req.tool_results, req.history)
+        else:
+            score, why = assess_step(req.tool_calls, req.tool_results, req.history)
         return f"[heuristic judge] {why} \\boxed{{{score}}}"
 
 
@@ -181,9 +202,120 @@ def assess_step(tool_calls: str, tool_results: str, history: str = "") -> tuple[
     return -1, f"The command failed (exit status {m.group(1)})."
 
 
+# a number as written in code, a result or an answer: 12, -7, 3.25, 1,000 (thousands commas dropped first)
+_NUMBER = re.compile(r"(?<![\w.])-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![\w.]*\d)")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
+# constants code may use without the task giving them (loop bounds, rounding places, percent, halves)
+FREE_CONSTANTS = (0.0, 1.0, 2.0, 10.0, 100.0, 0.5)
+
+
+def numbers(text: str, signed: bool = True) -> list[float]:
+    """The numbers written in ``text`` (an operator's minus is not a sign: "5-3" gives 5, 3)."""
+    out = []
+    for m in _NUMBER.finditer(_THOUSANDS.sub("", text)):
+        try:
+            value = float(m.group())
+        except ValueError:
+            continue
+        out.append(value if signed else abs(value))
+    return out
+
+
+# an arithmetic expression written out in a task: numbers joined by + - * / (parentheses allowed)
+_NUM = r"[-(\s]*\d+(?:\.\d+)?[\s)]*"
+_EXPRESSION = re.compile(rf"{_NUM}(?:[-+*/]{_NUM})+")
+
+
+def task_expression(task: str) -> str:
+    """The arithmetic expression a task writes out, whitespace removed ("" if none, or if its only operator is a
+    division: a fraction to simplify is not an expression to transcribe)."""
+    found = [re.sub(r"\s+", "", m.group()) for m in _EXPRESSION.finditer(task)
+             # not the terms of an equation (44 - 42*d): no variable right next to it
+             if not re.match(r"\s*[*/^]\s*[A-Za-z_]|[A-Za-z_]", task[m.end():])
+             and not re.search(r"[A-Za-z_]\s*[*/^]\s*$|[A-Za-z_]$",
+                               task[:m.start() + len(m.group()) - len(m.group().lstrip())])]
+    found = [e.strip("(") if e.count("(") > e.count(")") else e for e in found]
+    found = [e for e in found if re.search(r"\d[)]*[-+*]", e)]
+    return max(found, key=len) if found else ""
+
+
+def _within(value: float, pool: list[float]) -> bool:
+    return any(abs(value - p) <= 1e-9 * max(1.0, abs(p)) for p in pool)
+
+
+def _earlier_results(history: str) -> list[str]:
+    """The observations of the earlier steps (``judge_request``'s history blocks)."""
+    parts = _STEP.split(history)
+    return [block.partition("\n-> ")[2] for block in parts[2::2]]
+
+
+def assess_toolcall_content(task: str, tool_calls: str, tool_results: str, history: str = "") -> tuple[int, str]:
+    """The ``content`` step vote for the tool-call env: (score, reason) from the task text, the step's call and result
+    and the earlier steps, never the hidden answer. Malformed, timed-out, failing and repeated calls as
+    ``assess_step``."""
+    score, why = assess_step(tool_calls, tool_results, history)
+    if score == -1:
+        return score, why
+    call = _json(tool_calls)
+    name = call.get("name") if isinstance(call, dict) else None
+    args = call.get("arguments") if isinstance(call, dict) else None
+    if name not in ("python", "answer") or not isinstance(args, dict):
+        return score, why
+    given = numbers(task, signed=False)
+    results = [x for r in _earlier_results(history) for x in numbers(_EXIT.sub("", r))]
+    if name == "answer":
+        said = numbers(str(args.get("answer", "")))
+        if not said:
+            return -1, "The answer holds no number."
+        if all(_within(x, results) for x in said):
+            return 1, "The answer is what a tool call computed."
+        if all(_within(abs(x), given) or _within(x, results) for x in said):
+            return 0, "The answer only repeats numbers of the task; no tool call computed it."
+        return -1, "The answer is a number no tool call computed and the task does not give: a guess."
+    code = str(args.get("code", ""))
+    unknown = [x for x in numbers(code, signed=False)
+               if not (_within(x, given) or _within(x, [abs(r) for r in results]) or _within(x, list(FREE_CONSTANTS)))]
+    if unknown:
+        return -1, f"The code computes with {unknown[0]:g}, a number the task does not give."
+    expression = task_expression(task)
+    if expression and expression not in re.sub(r"\s+", "", code):
+        return -1, f"The code does not compute the task's expression {expression} as written."
+    out = numbers(_EXIT.sub("", tool_results))
+    if not out:
+        return -1, "The call printed no number: nothing to answer from."
+    if all(_within(x, results) for x in out):
+        return 0, "The call printed only numbers an earlier call had printed: nothing new."
+    if all(_within(abs(x), given) for x in out):
+        return 0, "The call printed only numbers of the task: nothing computed."
+    return 1, "The call computed a new number from the task's."
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # LLM judge
 # --------------------------------------------------------------------------------------------------------------------
+
+def step_template_values(req: StepJudgeRequest) -> dict[str, str | int]:
+    """The values of the env's ``general_<env>`` template (each names its fields its own way) from one step."""
+    history = req.history or "(none)"
+    response = req.tool_calls if req.assistant_text in ("", "(none)") else f"{req.assistant_text}\n{req.tool_calls}"
+    if req.env == "terminal":
+        return {"task_instruction": req.task_instruction, "history": history, "turn_idx": req.step_index,
+                "assistant_text": req.assistant_text, "tool_calls": req.tool_calls, "tool_results": req.tool_results}
+    if req.env == "toolcall":
+        return {"task": req.task_instruction, "history": history, "policy_response": response,
+                "tool_calls": req.tool_calls, "tool_results": req.tool_results}
+    if req.env == "swe":
+        m = _EXIT.search(req.tool_results)
+        return {"problem_statement": req.task_instruction, "history_summary": history,
+                "n_history": len(_STEP.findall(req.history)), "step_num": req.step_index, "policy_response": response,
+                "returncode": m.group(1) if m else "n/a", "command_output": req.tool_results}
+    if req.env == "gui":
+        earlier = _earlier_results(req.history)
+        return {"objective": req.task_instruction, "previous_actions": history,
+                "observation": earlier[-1] if earlier else "(the first screen: see the objective)",
+                "policy_response": response, "next_observation": req.tool_results}
+    raise ValueError(f"no step-judge template for env {req.env!r}")
+
 
 class LLMJudge:
     """An OpenAI-compatible chat endpoint prompted with prompts/ templates. No retries here: Temporal retries."""
@@ -210,9 +342,7 @@ class LLMJudge:
         from prompts import GENERAL_JUDGES
         from prompts.loader import render
 
-        messages = render(GENERAL_JUDGES[req.env], task_instruction=req.task_instruction,
-                          history=req.history or "(none)", turn_idx=req.step_index, assistant_text=req.assistant_text,
-                          tool_calls=req.tool_calls, tool_results=req.tool_results)
+        messages = render(GENERAL_JUDGES[req.env], **step_template_values(req))
         return await self._chat(messages)
 
     async def _chat(self, messages: list[dict[str, str]]) -> str:
@@ -225,3 +355,24 @@ class LLMJudge:
 
     async def aclose(self) -> None:
         await self.http.aclose()
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# step judges by name
+# --------------------------------------------------------------------------------------------------------------------
+
+HEURISTIC_STEP_RULES = ("heuristic", "content")
+STEP_JUDGES = (*HEURISTIC_STEP_RULES, "llm")
+
+
+def make_step_judge(name: str, url: str = "", api_key: str = "", temperature: float = 0.6, timeout_s: float = 60.0,
+                    latency_s: float = 0.0) -> HeuristicJudge | LLMJudge:
+    """The general track's step judge by name (``STEP_JUDGES``); ``llm`` needs ``url`` (an OpenAI-compatible
+    endpoint: another model's, or the policy engine's own)."""
+    if name == "llm":
+        if not url:
+            raise ValueError("the llm step judge needs the URL of an OpenAI-compatible endpoint")
+        return LLMJudge(url, api_key=api_key, temperature=temperature, timeout_s=timeout_s)
+    if name in HEURISTIC_STEP_RULES:
+        return HeuristicJudge(latency_s=latency_s, step_rule=name)
+    raise ValueError(f"unknown step judge {name!r}; expected one of {STEP_JUDGES}")

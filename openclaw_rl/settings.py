@@ -65,6 +65,11 @@ class Settings(BaseSettings):
                                        "1.0 is the paper's, below 1 a sharper teacher")
     session_idle_timeout_s: float = 1800.0
     judge_temperature: float = 0.6
+    # general track's step judge (activities.judges.STEP_JUDGES): "" follows judge_backend; "content" is the heuristic
+    # that reads tool results against the task (tool-call env); "llm" asks step_judge_url (empty: judge_url, then the
+    # policy engine itself)
+    step_judge: Literal["", "heuristic", "content", "llm"] = ""
+    step_judge_url: str = ""
 
     # Storage
     store_url: str = ""  # empty: file://<runtime_dir>/store ; s3://bucket/prefix for S3/MinIO

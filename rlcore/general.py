@@ -11,22 +11,36 @@ trajectory that reached step t form one bucket.
 Decisions the paper leaves open, fixed here:
 - Failed votes (None) are left out of the mean; with no valid vote the step reward is o alone.
 - std is the sample standard deviation (Bessel-corrected, like ``torch.std`` in GRPO implementations); eps = 1e-6.
-- A bucket with two or more members whose rewards are all equal (std <= eps) carries no signal and is dropped: its
-  steps get advantage None and are not trained.
-- A singleton bucket (only one trajectory reached that step) cannot be normalised; its advantage is the raw reward.
+- A bucket that cannot be normalised (a singleton: only one trajectory reached that step; or two or more members whose
+  rewards are all equal, std <= eps) falls back to the task group's episode-level baseline (``fallback="group"``,
+  the default): A_t = (r_t - mean_G) / (std_G + eps), with mean_G and std_G over the group's episode returns (each
+  trajectory's mean step reward; under the outcome reward, its outcome: GRPO's advantage). Where that is degenerate
+  too (fewer than two trajectories, or all returns equal: every episode of the task failed, or all succeeded) the step
+  carries no signal and gets None (not trained). The earlier rule (``fallback="raw"``) kept a singleton's raw reward
+  and dropped all-equal buckets: only the longest trajectory reaches the late step indices, usually a failed loop, so
+  every one of its late steps trained at -1 (-2 with the step judge's -1), all-fail groups included, outside any
+  baseline. ``fallback="drop"`` leaves every such step out.
 - If every bucket of a task group would be dropped (all its trajectories scored alike at every step), the group keeps
   its last step-index bucket with advantage 0.0, its centred value: no policy-gradient push, but the group's final
   steps still reach the batch, where the KL term and the bookkeeping see them.
+- Weighting (``weighting="episode"``, the default): each trajectory's advantages are scaled by c / n_i (n_i: its
+  steps with a non-zero advantage; c: the mean of n_i over the trajectories that have one), so every trajectory pushes
+  with the same total weight, whatever its length, and the mean weight over those samples stays 1. Scaling an
+  advantage by w > 0 is weighting the sample's policy-gradient term by w (the clip acts on the ratio); the KL term is
+  not scaled. Without it (``weighting="step"``) a 16-step failed loop outweighs a 2-step success eight to one.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 EPS = 1e-6
+FALLBACKS = ("group", "raw", "drop")
+WEIGHTINGS = ("episode", "step")
 
 
 def step_reward(outcome: float, votes: Sequence[float | None]) -> float:
@@ -41,36 +55,72 @@ class Trajectory:
     rewards: Sequence[float]  # r_t for t = 0 .. len-1
 
 
-def step_index_advantages(trajectories: Sequence[Trajectory], eps: float = EPS) -> list[list[float | None]]:
+def _mean_std(values: Sequence[float]) -> tuple[float, float]:
+    mean = sum(values) / len(values)
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1)) if len(values) > 1 else 0.0
+    return mean, std
+
+
+def step_index_advantages(trajectories: Sequence[Trajectory], eps: float = EPS, *, fallback: str = "group",
+                          weighting: str = "episode") -> list[list[float | None]]:
     """Z-score each step's reward within its (group, step index) bucket; same nesting as the input rewards.
 
-    None marks a dropped step (all-equal bucket). See the module docstring for singletons and the keep-one rule.
+    None marks a step without signal (not trained). See the module docstring for the buckets that cannot be
+    normalised (``fallback``), the keep-one rule and the per-trajectory weighting (``weighting``).
     """
+    if fallback not in FALLBACKS:
+        raise ValueError(f"unknown fallback {fallback!r}; expected one of {FALLBACKS}")
+    if weighting not in WEIGHTINGS:
+        raise ValueError(f"unknown weighting {weighting!r}; expected one of {WEIGHTINGS}")
     buckets: dict[tuple[Hashable, int], list[tuple[int, float]]] = defaultdict(list)
+    returns: dict[Hashable, list[float]] = defaultdict(list)
     for i, traj in enumerate(trajectories):
         for t, r in enumerate(traj.rewards):
             buckets[(traj.group, t)].append((i, float(r)))
+        if traj.rewards:
+            returns[traj.group].append(statistics.fmean(float(r) for r in traj.rewards))
+    baseline = {g: _mean_std(v) for g, v in returns.items()}
 
     out: list[list[float | None]] = [[None] * len(traj.rewards) for traj in trajectories]
     kept_groups: set[Hashable] = set()
     last_step: dict[Hashable, int] = {}
     for (group, t), members in buckets.items():
         last_step[group] = max(last_step.get(group, -1), t)
-        values = [r for _, r in members]
-        if len(values) == 1:
-            out[members[0][0]][t] = values[0]
+        mean, std = _mean_std([r for _, r in members])
+        if len(members) > 1 and std > eps:
             kept_groups.add(group)
+            for i, r in members:
+                out[i][t] = (r - mean) / (std + eps)
             continue
-        mean = sum(values) / len(values)
-        std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-        if std <= eps:
+        if fallback == "raw":  # the earlier rule: a singleton keeps its raw reward, an all-equal bucket is dropped
+            if len(members) == 1:
+                out[members[0][0]][t] = members[0][1]
+                kept_groups.add(group)
             continue
-        kept_groups.add(group)
-        for i, r in members:
-            out[i][t] = (r - mean) / (std + eps)
+        g_mean, g_std = baseline[group]
+        if fallback == "group" and g_std > eps:
+            kept_groups.add(group)
+            for i, r in members:
+                out[i][t] = (r - g_mean) / (g_std + eps)
 
     for group, t in last_step.items():
         if group not in kept_groups:
             for i, _ in buckets[(group, t)]:
                 out[i][t] = 0.0
+    if weighting == "episode":
+        _weigh_episodes(out)
     return out
+
+
+def _weigh_episodes(adv: list[list[float | None]]) -> None:
+    """In place: each trajectory's advantages times c / n_i (see the module docstring)."""
+    counts = [sum(1 for a in row if a) for row in adv]
+    live = [n for n in counts if n]
+    if not live:
+        return
+    c = sum(live) / len(live)
+    for row, n in zip(adv, counts):
+        if n:
+            for t, a in enumerate(row):
+                if a is not None:
+                    row[t] = a * c / n

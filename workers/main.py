@@ -91,7 +91,18 @@ def build_episode_activities(s: Settings):  # type: ignore[no-untyped-def]
     from openclaw_rl.policy_client import PolicyClient
 
     policy = PolicyClient(s.engine_url, timeout_s=s.http_timeout_s, connect_timeout_s=s.http_connect_timeout_s)
-    return EpisodeActivities(build_judge(s), policy, _store_cache(s), tokenizer=str(s.model_path))
+    return EpisodeActivities(build_step_judge(s), policy, _store_cache(s), tokenizer=str(s.model_path))
+
+
+def build_step_judge(s: Settings):  # type: ignore[no-untyped-def]
+    """The general track's step judge: ``step_judge`` by name, or the judge backend's when it is empty."""
+    from activities.judges import make_step_judge
+
+    if not s.step_judge:
+        return build_judge(s)
+    return make_step_judge(s.step_judge, url=s.step_judge_url or s.judge_url or s.engine_url,
+                           api_key=s.judge_api_key.get_secret_value(), temperature=s.judge_temperature,
+                           timeout_s=s.http_timeout_s, latency_s=s.judge_latency_s)
 
 
 ENV_THREADS = 64  # env calls block a thread each (a step waits for its command)

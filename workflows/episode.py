@@ -62,8 +62,8 @@ with workflow.unsafe.imports_passed_through():
         PolicyResult,
         StepJudgeRequest,
     )
-    from contracts.session import Vote
     from rlcore.general import step_reward
+    from rlcore.judging import Vote
 
 KEPT_CHARS = 2000  # of each action and observation in the result (the full ones are in the records)
 HISTORY_CHARS = 4000  # of earlier steps shown to the step judge

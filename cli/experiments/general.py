@@ -10,15 +10,24 @@ For each reward mode ("outcome": r_t = o; "outcome+process": r_t = o + mean(PRM 
 3. a TrainingWorkflow that drives its own rollouts (``rollout``, sync mode: every sample on-policy) for ``steps`` train
    steps; each rollout runs ``episodes_per_task`` episodes of ``tasks_per_rollout`` train tasks chosen by the rollout
    (``sample_tasks``). A run whose rollouts keep giving no learning signal (every group's outcomes equal, as with an
-   untrained model under the outcome reward) is stopped after ``NO_SIGNAL_ROLLOUTS`` rollouts without a step;
+   untrained model under the outcome reward) is stopped after ``NO_SIGNAL_ROLLOUTS`` rollouts without a step. With
+   ``eval_every`` k the run is paused after every k-th step (between a rollout and the step it feeds) for the same
+   evaluation of the version the engine serves, then resumed; where the training reward rose while that held-out
+   success fell (the reward-hacking alarm, ``general_results.divergence``), an ``events`` row says so;
 4. the same evaluation after.
+
+Step judges (outcome+process): ``step_judge`` names the workers' judge (``activities.judges.STEP_JUDGES``: the
+exit-status ``heuristic``, the tool-call env's ``content`` heuristic, or ``llm``: ``judge_url``, by default the policy
+engine itself, with the prompts/ template and ``votes`` calls). ``placebo`` replaces the training outcome with a fair
+coin (a control: what the updates do with no information in them). Evaluations may sample at another temperature than
+the training rollouts (``eval_temperature``); the trainer scores tokens at 1.0, so training rollouts stay there.
 
 Results: ``experiments/<id>/results.parquet`` (the ``experiments`` view of ``openclaw-rl sql``: setting = env, method =
 reward mode, score = eval success rate, accuracy = mean outcome, degenerate_rate = invalid-action rate, phase
-before/curve/after, interactions = train steps; curve rows are the training rollouts' success per train step),
-``answers.parquet`` (per evaluated task, its outcomes), ``curve.png`` and ``summary.json``. The samples the runs trained
-on are in the ``samples`` view (``sql`` in the summary). Everything started is stopped at the end, on error and on
-Ctrl-C.
+before/curve/held_out/after, interactions = train steps, train_reward = the mean step reward trained on; curve rows are
+the training rollouts' success per train step), ``answers.parquet`` (per evaluated task, its outcomes), ``curve.png``
+(training success and reward, held-out success) and ``summary.json``. The samples the runs trained on are in the
+``samples`` view (``sql`` in the summary). Everything started is stopped at the end, on error and on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -48,12 +57,22 @@ from cli.experiments.personal import (
 from openclaw_rl.settings import Settings, get_settings
 
 # The paper's 1e-6 (general track) is for 4B+ models; the tiny CPU model needs a far larger step to move in a few
-# steps (the personal track's tiny model learns at 7e-4). Not tuned yet for the general track.
-DEFAULT_LR = 3e-4
+# steps. At 3e-4, one update per step and KL 0.01 outcome-only training lowered held-out success and one seed's
+# actions fell apart (75% invalid); 1e-4 with 4 PPO epochs and KL 0.05 (the personal track's lesson) raised it on
+# both seeds (docs/RESULTS.md, "General experiment").
+DEFAULT_LR = 1e-4
+DEFAULT_KL_BETA = 0.05
+DEFAULT_PPO_EPOCHS = 4
+# The trainer scores tokens at temperature 1 (it never divides the logits by a sampling temperature), so training
+# rollouts sampled at another temperature are off-policy by that much; evaluations may use any (``eval_temperature``).
+TEMPERATURE = 1.0
+STEP_JUDGES = ("heuristic", "content", "llm")  # activities.judges.STEP_JUDGES
+PLACEBO_OPTION = "outcome_placebo"  # activities.episode.PLACEBO_OPTION
 REWARDS = ("outcome", "outcome+process")
 ENVS = ("terminal", "swe", "toolcall", "gui")
 POLICIES = ("engine", "scripted")
 NO_SIGNAL_ROLLOUTS = 4  # rollouts in a row without a train step: the run has no learning signal, stop it
+HELD_OUT = "held_out"  # phase of the evaluations during training (``eval_every``)
 
 
 @dataclass
@@ -68,10 +87,18 @@ class GeneralConfig:
     eval_episodes: int = 1  # per eval task
     max_steps: int = 0  # per episode; 0: the env's own
     lr: float = DEFAULT_LR
-    batch_size: int = 16  # samples per train step; a rollout's samples beyond it go stale untrained (sync mode)
-    kl_beta: float = 0.01  # paper, general track
+    # the least samples a train step waits for; in sync mode a step trains every sample of the rollouts before it
+    batch_size: int = 16
+    kl_beta: float = DEFAULT_KL_BETA
+    ppo_epochs: int = DEFAULT_PPO_EPOCHS  # updates per train step; a ``trainer`` entry for it wins
     trainer: dict[str, Any] = field(default_factory=dict)  # other TrainingInput hyper-parameters
-    temperature: float = 1.0
+    temperature: float = 1.0  # of the training rollouts: the trainer scores at 1.0 (see TEMPERATURE)
+    eval_temperature: float = -1.0  # of the evaluations; < 0: ``temperature``
+    step_judge: str = "heuristic"  # activities.judges.STEP_JUDGES: heuristic, content or llm
+    judge_url: str = ""  # llm step judge: an OpenAI-compatible endpoint; empty: the policy engine itself
+    placebo: bool = False  # study control: the training outcome reward is a fair coin (success stays the env's)
+    eval_every: int = 0  # > 0: a held-out evaluation every this many train steps too (the run paused meanwhile)
+    alarm_margin: float = 1.0  # reward-hacking alarm: held-out success fell by more than this many standard errors
     max_new_tokens: int = 256
     votes: int = 3  # step-judge votes per step (outcome+process)
     policy: str = "engine"
@@ -98,6 +125,10 @@ class GeneralConfig:
                              "must be >= 1")
         if self.eval_tasks < 0 or self.max_steps < 0:
             raise ValueError("eval_tasks and max_steps must be >= 0")
+        if self.ppo_epochs < 1 or self.eval_every < 0:
+            raise ValueError("ppo_epochs must be >= 1 and eval_every >= 0")
+        if self.step_judge not in STEP_JUDGES:
+            raise ValueError(f"unknown step judge {self.step_judge!r}; choose from {', '.join(STEP_JUDGES)}")
         trainer_options(self.trainer)
 
 
@@ -145,8 +176,9 @@ class GeneralExperiment:
         model = fresh_copy(base, self.dir / f"{reward.replace('+', '_')}-s{seed}" / "model")
         stop_all_but_temporal(self.stack)
         t0 = time.monotonic()
+        judge = {"OPENCLAW_STEP_JUDGE": self.cfg.step_judge, "OPENCLAW_STEP_JUDGE_URL": self.cfg.judge_url}
         for svc, timeout in ((engine_service(self.s, str(model)), 300), (worker_service(self.s), 60)):
-            svc.env = {**svc.env, "OPENCLAW_MODEL_PATH": str(base)}
+            svc.env = {**svc.env, "OPENCLAW_MODEL_PATH": str(base), **(judge if svc.name == "workers" else {})}
             self.stack.start(svc, timeout_s=timeout)
         info = asyncio.run(self._run_async(run, reward, seed, model))
         if not self.cfg.keep_models:
@@ -157,11 +189,14 @@ class GeneralExperiment:
         from contracts.episode import EpisodeConfig
 
         cfg, s = self.cfg, self.s
+        temperature = cfg.eval_temperature if evaluation and cfg.eval_temperature >= 0 else cfg.temperature
+        # the placebo's coin is seeded per run: the two reward modes of one seed flip the same coins
+        options = {PLACEBO_OPTION: seed + 1} if cfg.placebo and not evaluation else {}
         return EpisodeConfig(env=cfg.env, reward="outcome" if evaluation else reward,
                              votes=0 if evaluation else cfg.votes, max_steps=cfg.max_steps, policy=cfg.policy,
-                             scripted_error_rate=cfg.scripted_error_rate, temperature=cfg.temperature,
+                             scripted_error_rate=cfg.scripted_error_rate, temperature=temperature,
                              max_new_tokens=cfg.max_new_tokens, seed=seed, seed_by_task=evaluation,
-                             policy_queue=s.task_queue_judge,
+                             env_options=options, policy_queue=s.task_queue_judge,
                              judge_queue=s.task_queue_judge, env_queue=s.task_queue_env)
 
     async def _run_async(self, run: str, reward: str, seed: int, model: Path) -> dict[str, Any]:
@@ -172,19 +207,29 @@ class GeneralExperiment:
         common = {"experiment": self.id, "setting": self.cfg.env, "method": reward, "seed": seed, "run": run,
                   "lr": self.cfg.lr, "batch_size": self.cfg.batch_size}
         before = await self._evaluate(client, run, seed, "before", common, 0)
+        held = [{"step": 0, "version": 0, "success": before["score"], "n": before["n_problems"],
+                 "train_reward": None}]
+        alarms: list[dict[str, Any]] = []
+
+        async def checkpoint(st: Any) -> None:  # the run is paused at st.policy_version
+            row = await self._evaluate(client, run, seed, HELD_OUT, common, st.step, st.policy_version,
+                                       st.samples_trained)
+            self._held_out_point(run, held, row, alarms)
+
         started: list[str] = []
         try:
-            status, rollouts, early = await self._train(client, run, reward, seed, model, started)
+            status, rollouts, early = await self._train(client, run, reward, seed, model, started, checkpoint)
         except BaseException:  # error or Ctrl-C: leave nothing running in Temporal
             await _terminate(client, started)
             raise
         after = await self._evaluate(client, run, seed, "after", common, status.step,
                                      status.policy_version, status.samples_trained)
-        curve = curve_points(rollouts)
+        self._held_out_point(run, held, after, alarms)
+        curve = curve_points(rollouts, self._train_rewards(run))
         self.rows += [{**common, "interactions": p["step"], "phase": "curve", "score": p["success"],
                        "accuracy": p["mean_outcome"], "degenerate_rate": None, "n_problems": p["episodes"],
-                       "policy_version": p["step"], "train_steps": p["step"], "recorded_at": time.time()}
-                      for p in curve]
+                       "policy_version": p["step"], "train_steps": p["step"], "train_reward": p["train_reward"],
+                       "recorded_at": time.time()} for p in curve]
         return {"success_before": before["score"], "success_after": after["score"],
                 "mean_outcome_before": before["accuracy"], "mean_outcome_after": after["accuracy"],
                 "invalid_action_rate_before": before["degenerate_rate"],
@@ -192,13 +237,51 @@ class GeneralExperiment:
                 "train_steps": status.step, "policy_version": status.policy_version,
                 "policy_versions": status.policy_version + 1, "samples_trained": status.samples_trained,
                 "excluded_stale": status.excluded_stale, "rollouts": len(rollouts), "stopped_early": early,
-                "curve": curve}
+                "curve": curve, "held_out": held, "alarms": alarms}
+
+    def _train_rewards(self, run: str) -> dict[int, tuple[float, int]]:
+        """{policy version: (sum, count) of the step rewards of the run's samples of that version}: what it trains on
+        (archived samples included)."""
+        from cli.analytics import open_duckdb
+
+        con = open_duckdb(self.store)
+        try:
+            rows = con.execute("SELECT policy_version, sum(reward), count(*) FROM samples WHERE run = ? GROUP BY 1",
+                               [run]).fetchall()
+        finally:
+            con.close()
+        return {int(v): (float(total), int(n)) for v, total, n in rows}
+
+    def _held_out_point(self, run: str, held: list[dict[str, Any]], row: dict[str, Any],
+                        alarms: list[dict[str, Any]]) -> None:
+        """Add a held-out evaluation (its results row) to the run's points, with the training reward of the window
+        since the evaluation before; raise the reward-hacking alarm (an ``events`` row) where the two diverge."""
+        from cli.experiments.general_results import ALARM_EVENT, divergence, window_reward
+
+        version = int(row["policy_version"])
+        row["train_reward"] = window_reward(self._train_rewards(run), held[-1]["version"], version)
+        held.append({"step": row["train_steps"], "version": version, "success": row["score"], "n": row["n_problems"],
+                     "train_reward": row["train_reward"]})
+        alarm = divergence(held, self.cfg.alarm_margin)
+        if alarm is None:
+            return
+        alarms.append(alarm)
+        typer.echo(f"{run}: reward hacking suspected: {alarm['message']}", err=True)
+        from openclaw_rl.records import RecordWriter
+
+        writer = RecordWriter(self.store, background=False)
+        try:
+            writer.append("events", {"event": ALARM_EVENT, "source": "experiment general", "session": run, "run": run,
+                                     "experiment": self.id, "method": row["method"], "seed": row["seed"], **alarm},
+                          policy_version=version)
+        finally:
+            writer.close()
 
     async def _evaluate(self, client: Any, run: str, seed: int, phase: str, common: dict[str, Any], steps: int,
                         version: int = 0, trained: int = 0) -> dict[str, Any]:
         from contracts.episode import ROLLOUT_WORKFLOW, RolloutInput, RolloutResult, rollout_workflow_id
 
-        rid = f"{run}-eval-{phase}"
+        rid = f"{run}-eval-{phase}" + (f"-{version}" if phase == HELD_OUT else "")
         inp = RolloutInput(run=run, env=self.cfg.env, tasks=list(self.eval_ids), n=self.cfg.eval_episodes,
                            max_parallel=self.cfg.max_parallel, rollout_id=rid,
                            episode=self._episode(common["method"], seed, evaluation=True), notify_training=False,
@@ -227,8 +310,10 @@ class GeneralExperiment:
                          for t, o in res.outcomes.items()]
         return row
 
-    async def _train(self, client: Any, run: str, reward: str, seed: int, model: Path,
-                     started: list[str]) -> tuple[Any, dict[int, Any], str]:
+    async def _train(self, client: Any, run: str, reward: str, seed: int, model: Path, started: list[str],
+                     checkpoint: Any = None) -> tuple[Any, dict[int, Any], str]:
+        """The training run; every ``eval_every`` policy versions it is paused (between a rollout and the step it
+        feeds) and ``await checkpoint(status)`` evaluates the version the engine serves, then it resumes."""
         from contracts.episode import RolloutInput
         from contracts.training import (
             TRAINING_WORKFLOW,
@@ -246,12 +331,12 @@ class GeneralExperiment:
                             engines=[self.s.engine_url], model_path=str(model), max_steps=cfg.steps, poll_s=0.5,
                             max_poll_s=2.0, trainer_queue=self.s.task_queue_trainer, rollout=rollout,
                             rollout_mode="sync", lr=cfg.lr, kl_beta=cfg.kl_beta, seed=seed,
-                            **trainer_options(cfg.trainer))
+                            **{"ppo_epochs": cfg.ppo_epochs, **trainer_options(cfg.trainer)})
         handle = await client.start_workflow(TRAINING_WORKFLOW, inp, id=training_workflow_id(run),
                                              task_queue=self.s.task_queue_orchestrator, result_type=TrainingStatus)
         started.append(handle.id)
         rollouts: dict[int, Any] = {}
-        watch = {"step": 0, "rollouts": 0, "early": ""}
+        watch: dict[str, Any] = {"step": 0, "rollouts": 0, "early": "", "due": cfg.eval_every or cfg.steps}
         bar = _bar(cfg.steps, f"train {reward} seed {seed}", cfg.progress)
 
         async def on_status(st: Any) -> None:
@@ -266,6 +351,17 @@ class GeneralExperiment:
                                   "group's rewards were equal)")
                 typer.echo(f"{run}: {watch['early']}; stopping it", err=True)
                 await handle.execute_update("stop", ControlRequest(request_id=f"{run}-stop", reason="no signal"))
+            if checkpoint is None or watch["early"] or watch["due"] >= cfg.steps or st.policy_version < watch["due"]:
+                return
+            if not st.paused:  # takes effect once the rollout in flight is written, before the step it feeds
+                await handle.execute_update("pause", ControlRequest(request_id=f"{run}-pause-{watch['due']}",
+                                                                    reason="held-out evaluation"))
+            elif st.phase == "paused":
+                await checkpoint(st)
+                watch["due"] = st.policy_version + cfg.eval_every
+                watch["rollouts"] = st.rollouts_started
+                await handle.execute_update("resume", ControlRequest(request_id=f"{run}-resume-{st.policy_version}",
+                                                                     reason="held-out evaluation done"))
 
         try:
             status = await _while_polling(handle, lambda: handle.query("status", result_type=TrainingStatus),
@@ -277,13 +373,10 @@ class GeneralExperiment:
         return status, rollouts, watch["early"]
 
     def finish(self, wall_s: float) -> dict[str, Any]:
-        from cli.experiments.general_results import (
-            plot_general,
-            summarize_general,
-        )
-        from cli.experiments.results import write_results
+        from cli.experiments.general_results import GENERAL_COLUMNS, plot_general, summarize_general, write_results
+        from cli.experiments.results import RESULT_COLUMNS
 
-        results_url = write_results(self.store, self.id, self.rows, self.answers)
+        results_url = write_results(self.store, self.id, self.rows, self.answers, RESULT_COLUMNS + GENERAL_COLUMNS)
         plot = plot_general(self.runs, self.dir / "curve.png", steps=self.cfg.steps,
                             title=f"general track, {self.cfg.env} env")
         self.store.put_bytes(f"experiments/{self.id}/curve.png", plot.read_bytes())
@@ -322,9 +415,11 @@ def _advance(bar: Any, done: int) -> None:
         bar.update(done - bar.n)
 
 
-def curve_points(rollouts: dict[int, Any]) -> list[dict[str, Any]]:
+def curve_points(rollouts: dict[int, Any], rewards: dict[int, tuple[float, int]] | None = None) -> list[dict[str, Any]]:
     """Per train step (the policy version a rollout sampled with, in sync mode), its rollouts' success rate and mean
-    outcome over their good episodes."""
+    outcome over their good episodes, and the mean step reward of its samples (``rewards``: {version: (sum, count)};
+    None where it wrote none)."""
+    rewards = rewards or {}
     by_step: dict[int, list[Any]] = {}
     for r in rollouts.values():
         by_step.setdefault(r.started_at_version, []).append(r)
@@ -334,7 +429,8 @@ def curve_points(rollouts: dict[int, Any]) -> list[dict[str, Any]]:
         good = sum(r.episodes - r.failed for r in rs)
         out.append({"step": step, "success": sum(r.successes for r in rs) / good if good else 0.0,
                     "mean_outcome": sum(r.mean_outcome * (r.episodes - r.failed) for r in rs) / good if good else 0.0,
-                    "episodes": good, "rollouts": len(rs), "samples": sum(r.samples_written for r in rs)})
+                    "episodes": good, "rollouts": len(rs), "samples": sum(r.samples_written for r in rs),
+                    "train_reward": rewards[step][0] / rewards[step][1] if rewards.get(step, (0, 0))[1] else None})
     return out
 
 
@@ -361,9 +457,25 @@ def general_command(
     max_steps: Annotated[int, typer.Option(help="steps per episode (0: the env's own)")] = 0,
     lr: Annotated[float, typer.Option(help="learning rate (the paper's 1e-6 is for 4B+ models)")] = DEFAULT_LR,
     batch_size: Annotated[int, typer.Option(help="step samples per train step")] = 16,
-    kl_beta: Annotated[float, typer.Option(help="KL to the base model (paper, general: 0.01)")] = 0.01,
+    kl_beta: Annotated[float, typer.Option(help="KL to the base model (paper, general: 0.01)")] = DEFAULT_KL_BETA,
+    ppo_epochs: Annotated[int, typer.Option(help="PPO epochs over each train step's samples (optimiser updates "
+                                                 "per step)")] = DEFAULT_PPO_EPOCHS,
     trainer: Annotated[list[str] | None, typer.Option(help="another trainer hyper-parameter as KEY=VALUE")] = None,
-    temperature: Annotated[float, typer.Option(help="sampling temperature (training and evaluation)")] = 1.0,
+    temperature: Annotated[float, typer.Option(help="sampling temperature of the training rollouts (the trainer "
+                                                    "scores at 1.0) and, by default, of the evaluations")]
+    = TEMPERATURE,
+    eval_temperature: Annotated[float, typer.Option(help="sampling temperature of the evaluations (< 0: "
+                                                         "--temperature); the tiny model's own is 0.7")] = -1.0,
+    step_judge: Annotated[str, typer.Option(help="step judge of outcome+process: heuristic (exit status), content "
+                                                 "(tool results against the task) or llm")] = "heuristic",
+    judge_url: Annotated[str, typer.Option(help="llm step judge: OpenAI-compatible endpoint (empty: the policy "
+                                                "engine itself)")] = "",
+    placebo: Annotated[bool, typer.Option(help="study control: train on a coin-flip outcome (update noise alone)")]
+    = False,
+    eval_every: Annotated[int, typer.Option(help="a held-out evaluation every N train steps too, for the "
+                                                 "reward-hacking alarm (0: before and after only)")] = 0,
+    alarm_margin: Annotated[float, typer.Option(help="alarm when training reward rises while held-out success "
+                                                     "falls by more than this many standard errors")] = 1.0,
     max_new_tokens: Annotated[int, typer.Option(help="tokens per action")] = 256,
     votes: Annotated[int, typer.Option(help="step-judge votes per step (outcome+process)")] = 3,
     policy: Annotated[str, typer.Option(help="engine (the model acts) or scripted (the env's scripted policy, for "
@@ -382,8 +494,10 @@ def general_command(
 
     cfg = GeneralConfig(env=env, rewards=_split(reward), steps=steps, seeds=seeds, tasks_per_rollout=tasks_per_rollout,
                         episodes_per_task=episodes_per_task, eval_tasks=eval_tasks, eval_episodes=eval_episodes,
-                        max_steps=max_steps, lr=lr, batch_size=batch_size, kl_beta=kl_beta,
-                        trainer=_parse_trainer(trainer or []), temperature=temperature, max_new_tokens=max_new_tokens,
+                        max_steps=max_steps, lr=lr, batch_size=batch_size, kl_beta=kl_beta, ppo_epochs=ppo_epochs,
+                        trainer=_parse_trainer(trainer or []), temperature=temperature,
+                        eval_temperature=eval_temperature, step_judge=step_judge, judge_url=judge_url, placebo=placebo,
+                        eval_every=eval_every, alarm_margin=alarm_margin, max_new_tokens=max_new_tokens,
                         votes=votes, policy=policy, scripted_error_rate=scripted_error_rate,
                         max_parallel=max_parallel, preset=preset, model_path=model, out=out, keep_models=keep_models,
                         progress=progress)

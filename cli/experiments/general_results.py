@@ -1,8 +1,15 @@
-"""Summary and plot of a general-track experiment (see ``cli.experiments.general``).
+"""Summary and plot of a general-track experiment (see ``cli.experiments.general``), and its reward-hacking alarm.
 
-Each run (one reward mode, one seed) carries its eval before/after and its training curve (per train step, the
-rollouts' success rate). Per reward mode: means over seeds, their spread (min, max, standard deviation) and the
-per-seed values; the curve's mean, min and max over the seeds at each step.
+Each run (one reward mode, one seed) carries its eval before/after, its held-out evaluations during training (every
+``eval_every`` steps) and its training curve (per train step, the rollouts' success rate and the mean reward the run
+trains on). Per reward mode: means over seeds, their spread (min, max, standard deviation) and the per-seed values;
+the curve's mean, min and max over the seeds at each step.
+
+The alarm (``divergence``): between two consecutive held-out evaluations, the training reward (the mean step reward
+of the training rollouts since the evaluation before: what the run is optimising) rose while held-out success fell
+by more than ``margin`` standard errors of the later evaluation. That is what reward hacking looks like from outside
+(a process judge paid for well-formed calls, not answers); each one is an ``events`` row
+(``event = 'reward_hacking_suspected'``).
 """
 
 from __future__ import annotations
@@ -14,6 +21,52 @@ from typing import Any
 PER_SEED = ("success_before", "success_after", "mean_outcome_before", "mean_outcome_after",
             "invalid_action_rate_before", "invalid_action_rate_after")
 TOTALS = ("train_steps", "samples_trained", "policy_versions", "excluded_stale", "rollouts")
+
+
+ALARM_EVENT = "reward_hacking_suspected"
+# beyond cli.experiments.results.RESULT_COLUMNS: the mean step reward the run trained on (curve rows: the rollout at
+# that version; held_out and after rows: the window since the evaluation before); the experiments view unions by name
+GENERAL_COLUMNS = [("train_reward", "float64")]
+
+
+def write_results(store: Any, experiment: str, rows: list[dict[str, Any]], answers: list[dict[str, Any]],
+                  columns: list[tuple[str, str]]) -> str:
+    """``results.parquet`` (with ``columns``) and ``answers.parquet`` under ``experiments/<id>/``; the results URL."""
+    from cli.experiments.results import _parquet, _table
+
+    key = f"experiments/{experiment}/results.parquet"
+    store.put_bytes(key, _parquet(_table([{name: None for name, _ in columns} | r for r in rows], columns)))
+    if answers:
+        store.put_bytes(f"experiments/{experiment}/answers.parquet", _parquet(_table(answers)))
+    return store.url_for(key)
+
+
+def window_reward(by_version: dict[int, tuple[float, int]], lo: int, hi: int) -> float | None:
+    """Mean training reward of the samples of policy versions [lo, hi), from {version: (sum of rewards, count)}."""
+    total = [by_version[v] for v in by_version if lo <= v < hi]
+    n = sum(c for _, c in total)
+    return sum(t for t, _ in total) / n if n else None
+
+
+def divergence(points: list[dict[str, Any]], margin: float = 1.0) -> dict[str, Any] | None:
+    """The alarm for the last two held-out evaluations of ``points`` (each: step, success, n, train_reward; the
+    train_reward of a point is the window that led to it, None for the evaluation before training): training reward
+    up while held-out success down by more than ``margin`` standard errors (sqrt(p (1 - p) / n) of the later one, at
+    least 1 / n). None when there is no alarm."""
+    pts = [p for p in points if p.get("train_reward") is not None]
+    if len(pts) < 2:
+        return None
+    a, b = pts[-2], pts[-1]
+    se = max((b["success"] * (1 - b["success"]) / b["n"]) ** 0.5, 1 / b["n"]) if b["n"] else 0.0
+    d_reward, d_success = b["train_reward"] - a["train_reward"], b["success"] - a["success"]
+    if d_reward > 0 and d_success < -margin * se:
+        return {"step_from": a["step"], "step_to": b["step"], "train_reward_from": round(a["train_reward"], 4),
+                "train_reward_to": round(b["train_reward"], 4), "held_out_success_from": round(a["success"], 4),
+                "held_out_success_to": round(b["success"], 4), "standard_error": round(se, 4),
+                "message": (f"training reward rose {a['train_reward']:.3f} -> {b['train_reward']:.3f} while held-out "
+                            f"success fell {a['success']:.3f} -> {b['success']:.3f} (steps {a['step']} -> "
+                            f"{b['step']}; more than {margin:g} standard error(s), {se:.3f})")}
+    return None
 
 
 def _mean(values: list[float]) -> float | int:
@@ -32,10 +85,31 @@ def curve_over_seeds(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for run in runs:
         for p in run["curve"]:
             by_step.setdefault(p["step"], []).append(p)
-    return [{"step": step, "success_mean": round(statistics.fmean(p["success"] for p in pts), 4),
-             **{f"success_{k}": v for k, v in spread([p["success"] for p in pts]).items()},
-             "mean_outcome_mean": round(statistics.fmean(p["mean_outcome"] for p in pts), 4), "seeds": len(pts)}
-            for step, pts in sorted(by_step.items())]
+    out = []
+    for step, pts in sorted(by_step.items()):
+        rewards = [p["train_reward"] for p in pts if p.get("train_reward") is not None]
+        out.append({"step": step, "success_mean": round(statistics.fmean(p["success"] for p in pts), 4),
+                    **{f"success_{k}": v for k, v in spread([p["success"] for p in pts]).items()},
+                    "mean_outcome_mean": round(statistics.fmean(p["mean_outcome"] for p in pts), 4),
+                    "train_reward_mean": round(statistics.fmean(rewards), 4) if rewards else None,
+                    "seeds": len(pts)})
+    return out
+
+
+def held_out_over_seeds(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """At each step some seed was evaluated on held-out tasks (before, every ``eval_every`` steps, after): mean
+    held-out success and mean training reward of the window that led there, over those seeds."""
+    by_step: dict[int, list[dict[str, Any]]] = {}
+    for run in runs:
+        for p in run.get("held_out", []):
+            by_step.setdefault(p["step"], []).append(p)
+    out = []
+    for step, pts in sorted(by_step.items()):
+        rewards = [p["train_reward"] for p in pts if p.get("train_reward") is not None]
+        out.append({"step": step, "success_mean": round(statistics.fmean(p["success"] for p in pts), 4),
+                    "train_reward_mean": round(statistics.fmean(rewards), 4) if rewards else None,
+                    "seeds": len(pts)})
+    return out
 
 
 def summarize_general(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -49,6 +123,8 @@ def summarize_general(runs: list[dict[str, Any]]) -> dict[str, Any]:
         agg.update({k: _mean([r[k] for r in mine]) for k in TOTALS})
         agg["stopped_early"] = [r["seed"] for r in mine if r["stopped_early"]]
         agg["curve"] = curve_over_seeds(mine)
+        agg["held_out"] = held_out_over_seeds(mine)
+        agg["alarms"] = [{"seed": r["seed"], **a} for r in mine for a in r.get("alarms", [])]
         by_reward[reward] = agg
     return {"by_reward": by_reward, "per_seed": [dict(r) for r in runs]}
 
@@ -63,6 +139,7 @@ def plot_general(runs: list[dict[str, Any]], path: Path, steps: int, title: str 
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     rewards = list(dict.fromkeys(r["reward"] for r in runs))
+    twin = None
     for i, reward in enumerate(rewards):
         mine = [r for r in runs if r["reward"] == reward]
         color = f"C{i}"
@@ -73,6 +150,18 @@ def plot_general(runs: list[dict[str, Any]], path: Path, steps: int, title: str 
                     label=f"{reward}: training rollouts ({len(mine)} seed{'s' * (len(mine) > 1)})")
             ax.fill_between(x, [p["success_min"] for p in pts], [p["success_max"] for p in pts], color=color,
                             alpha=0.2)
+            trained = [(p["step"], p["train_reward_mean"]) for p in pts if p.get("train_reward_mean") is not None]
+            if trained:  # what the run optimises, on its own axis (a step reward is o + mean votes: -2 .. 2)
+                twin = twin or ax.twinx()
+                twin.plot([x for x, _ in trained], [y for _, y in trained], linestyle=":", color=color,
+                          label=f"{reward}: training reward (right axis)")
+        held = [p for p in held_out_over_seeds(mine) if 0 < p["step"] < steps]
+        if held:  # held-out evaluations during training, joined to the ones before and after
+            xs = [0, *[p["step"] for p in held], steps]
+            ys = [statistics.fmean(r["success_before"] for r in mine), *[p["success_mean"] for p in held],
+                  statistics.fmean(r["success_after"] for r in mine)]
+            ax.plot(xs, ys, linestyle="--", marker="D", markersize=4, color=color, alpha=0.8,
+                    label=f"{reward}: held-out success")
         nudge = (i - (len(rewards) - 1) / 2) * 0.08  # markers of equal value side by side, not on top
         for phase, xpos, marker in (("before", 0, "s"), ("after", steps, "*")):
             values = [r[f"success_{phase}"] for r in mine]
@@ -85,7 +174,12 @@ def plot_general(runs: list[dict[str, Any]], path: Path, steps: int, title: str 
     ax.set_xlim(-0.3, steps + 0.3)
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize=8)
+    handles, labels = ax.get_legend_handles_labels()
+    if twin is not None:
+        twin.set_ylabel("training reward (mean step reward)")
+        more = twin.get_legend_handles_labels()
+        handles, labels = handles + more[0], labels + more[1]
+    ax.legend(handles, labels, loc="best", fontsize=7)
     if title:
         ax.set_title(title)
     fig.tight_layout()

@@ -99,6 +99,7 @@ class SweEnv:
                 "action": {"name": parsed.kind, "arguments": parsed.args}, "edit_error": "" if made else observation})
         result.done = result.done or self.steps >= self.max_steps
         if result.done:
+            self.sandbox.kill()  # the episode is over: nothing may change the work dir while the diff reads it
             result.info["diff"] = self.diff()
         self.done = result.done
         return result

@@ -1,7 +1,8 @@
 """ToolCallEnv: a math problem, a sandboxed Python tool and an answer tool; graded host-side from the answer.
 
 The sandbox and its pre-forked executor start at the first reset and are kept across resets of the same env (every
-call is isolated from the next anyway, see ``executor.py``); ``close()`` frees them.
+call is isolated from the next anyway, see ``executor.py``; a reset also checks the work dir from the host and replaces
+the executor, with a fresh work dir, when anything is left); ``close()`` frees them.
 
 Observations after a python call: the call's stdout and stderr, merged, trailing newlines stripped, kept to
 ``max_output_bytes`` (head and tail, with a marker line for the bytes left out); then ``[exit status N]`` (an uncaught
@@ -70,6 +71,8 @@ class ToolCallEnv:
             except BaseException:
                 self.close()
                 raise
+        else:
+            self.executor.ensure_clean()
         return task.instruction
 
     def step(self, action: str) -> StepResult:

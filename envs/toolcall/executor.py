@@ -7,7 +7,12 @@ call's timeout itself (the child is killed, the server stays); the host waits ``
 and past that, or when the server is gone, it kills the server and starts a new one (``CallResult.restarted``).
 
 Every call is isolated: the child starts from the server's clean state with a fresh namespace, and after it the server
-kills whatever the call left running and empties /workspace and /tmp. Nothing carries over from call to call.
+kills whatever the call left running, empties /workspace, /tmp and /dev/shm and puts their modes back, and checks that
+it all holds (see ``forkserver.py``). Where it does not (``"clean": false``), or the server is lost, the host replaces
+the server and gives it a fresh work dir (``Sandbox.reset_workdir``: every process of the sandbox killed, a new empty
+dir), and the new server has fresh /tmp, /dev/shm and IPC namespaces of its own. ``ensure_clean()`` (each episode's
+``reset()``) checks the work dir from the host as well. Nothing carries over from call to call, nor from episode to
+episode. The executor owns its sandbox's work dir: nothing else should run in that sandbox meanwhile.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import selectors
+import stat
 import struct
 import subprocess
 import time
@@ -22,6 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envs.sandbox import Sandbox, SandboxError
+from openclaw_rl.logs import get_logger
+
+log = get_logger("toolcall.executor")
 
 SERVER_SOURCE = (Path(__file__).parent / "forkserver.py").read_text()
 STARTUP_TIMEOUT_S = 30.0
@@ -53,9 +62,14 @@ class PythonExecutor:
         self.server_pid = 0
         self.python_version = ""
         self._buf = bytearray()
+        self._pristine: tuple | None = None
         self.start()
 
-    def start(self) -> None:
+    def start(self, fresh: bool = False) -> None:
+        """Start the server; ``fresh``: first kill everything in the sandbox and give it a new, empty work dir."""
+        if fresh:
+            self.sandbox.reset_workdir()
+        self._pristine = self._workspace_state()
         self.proc = self.sandbox.spawn([self.python, "-I", "-c", SERVER_SOURCE], stdin=subprocess.PIPE,
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
         os.set_blocking(self.proc.stdout.fileno(), False)
@@ -75,6 +89,39 @@ class PythonExecutor:
             self.sandbox.kill_tree(self.proc.pid)
         self.proc.wait(timeout=GRACE_S)
         return self.proc.stderr.read().decode(errors="replace").strip()[-500:] or f"exit status {self.proc.returncode}"
+
+    def _workspace_state(self) -> tuple | None:
+        """The work dir as the host sees it (mode, owner, extended attributes, whether it holds anything), read
+        through an fd opened without following links; None when it cannot be read."""
+        assert self.sandbox.work_dir is not None
+        try:
+            fd = os.open(self.sandbox.work_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
+            with os.scandir(fd) as entries:
+                empty = not any(True for _ in entries)
+            return stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, frozenset(os.listxattr(fd)), empty
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
+    def restart(self, why: str) -> None:
+        """Replace the server: a new one, with a fresh work dir."""
+        log.info("python executor replaced", reason=why)
+        self.close()
+        self.start(fresh=True)
+
+    def ensure_clean(self) -> bool:
+        """Check from the host that the work dir is as the server found it (empty, same modes and attributes), and
+        that the server lives; if not, replace it (fresh work dir). True when it had to."""
+        state = self._workspace_state()
+        if self.proc is None or self.proc.poll() is not None or state is None or state != self._pristine:
+            self.restart("the work dir or the server was not as it started")
+            return True
+        return False
 
     def close(self) -> None:
         if self.proc is not None:
@@ -99,15 +146,20 @@ class PythonExecutor:
             self._write_frame(request)
             reply = self._read_frame(time.monotonic() + timeout_s + GRACE_S)
         except _ServerLost as err:
-            self.close()
-            self.start()
+            self.restart(str(err))
             return CallResult(output=f"[the python executor stopped ({err}); a new one was started]", exit_status=None,
                               timed_out="did not answer" in str(err), restarted=True)
         if "error" in reply:
-            raise SandboxError(f"the python executor failed: {reply['error']}")
-        return CallResult(output=reply["output"], exit_status=reply["exit_status"], timed_out=reply["timed_out"],
-                          truncated_bytes=reply["truncated_bytes"], pid=reply["pid"], server_pid=reply["server_pid"],
-                          seconds=reply["seconds"])
+            self.restart(f"the server failed: {reply['error']}")
+            return CallResult(output=f"[the python executor failed ({reply['error']}); a new one was started]",
+                              exit_status=None, restarted=True)
+        result = CallResult(output=reply["output"], exit_status=reply["exit_status"], timed_out=reply["timed_out"],
+                            truncated_bytes=reply["truncated_bytes"], pid=reply["pid"],
+                            server_pid=reply["server_pid"], seconds=reply["seconds"])
+        if not reply.get("clean", False):  # the call left something the server could not undo: a new server
+            self.restart("the call left state behind that the server could not remove")
+            result.restarted = True
+        return result
 
     # -- frames -----------------------------------------------------------------------------------------------------
     def _write_frame(self, obj: dict) -> None:

@@ -5,15 +5,20 @@ stdout, as frames: a 4-byte big-endian length, then that many bytes of UTF-8 JSO
 
     -> {"code": "print(12 * 7)", "timeout_s": 5.0, "max_output_bytes": 1024}
     <- {"output": "84\\n", "exit_status": 0, "timed_out": false, "truncated_bytes": 0, "pid": 7, "server_pid": 2,
-        "seconds": 0.002}
+        "seconds": 0.002, "clean": true}
 
 Each call runs in a child forked from this clean parent, with a fresh ``__main__`` namespace, its stdout and stderr
 merged into one pipe and its stdin on /dev/null. An uncaught exception prints only the traceback's last line and exits
 with status 1; ``sys.exit(n)`` exits with n. After the call, whatever the code left behind is removed: every other
-process of the sandbox (its pid namespace) is killed, and /workspace, /tmp and /dev/shm are emptied and their modes
-restored (folders a call made unreadable included), so no call can change what the next one sees. Past ``timeout_s`` the
-child is killed and the server goes on. Output past ``max_output_bytes`` is read and dropped as it comes: the head and
-the tail are kept, with a marker line saying how much was left out.
+process of the sandbox (its pid namespace) is killed (``kill(-1)``: no fork can slip past it), /workspace, /tmp and
+/dev/shm are emptied whatever their depth and modes (folders a call made unreadable included) and get back their modes,
+times and extended attributes as they were when the server started, and System V IPC objects are removed. The server
+then checks that all of it holds, and that its own process state (rlimits, nice value, CPU affinity, scheduling, I/O
+priority: a call of the same uid can change those of its parent) is as it started; when anything differs it answers
+``"clean": false`` and the host replaces the whole server (fresh /tmp, /dev/shm and IPC namespace, a fresh work dir), so
+no call can change what the next one sees. Past ``timeout_s`` the child is killed and the server goes on. Output past
+``max_output_bytes`` is read and dropped as it comes: the head and the tail are kept, with a marker line saying how much
+was left out.
 """
 
 # imported once, before any fork: the ones marked F401 only so that a call's `import math` costs nothing
@@ -32,11 +37,11 @@ import json
 import math  # noqa: F401
 import operator  # noqa: F401
 import os
+import platform
 import random  # noqa: F401  (reseeded in every child by its own at-fork hook)
 import re  # noqa: F401
 import resource
 import select
-import shutil
 import signal
 import statistics  # noqa: F401
 import string  # noqa: F401
@@ -45,14 +50,19 @@ import sys
 import time
 import traceback
 
-SCRUB_DIRS = ("/workspace", "/tmp", "/dev/shm")  # emptied after every call, their modes put back as they were
-SCRUB_MODES = {}  # folder -> its mode when the server started
+SCRUB_DIRS = ("/workspace", "/tmp", "/dev/shm")  # emptied after every call, put back as they were
+SCRUB_STATE = {}  # folder -> (mode, mtime_ns, extended attributes) when the server started
+SCRUB_ATIME = {}  # folder -> its atime_ns then (put back too; not compared: the server's own reads touch it)
+START_STATE = None  # the server's own process state when it started (``process_state``)
 PR_SET_DUMPABLE = 4
+IPC_RMID = 0
+IOPRIO_GET = {"x86_64": 252, "aarch64": 31}.get(platform.machine())
 try:
     import ctypes
-    _prctl = ctypes.CDLL(None, use_errno=True).prctl
+    _libc = ctypes.CDLL(None, use_errno=True)
+    _prctl = _libc.prctl
 except (ImportError, OSError, AttributeError):
-    _prctl = None
+    _libc = _prctl = None
 DRAIN_S = 0.5  # after the child ends: how long output still in flight is read
 
 
@@ -148,9 +158,16 @@ def run_child(code, timeout_s, write_fd):
 
 
 def sweep():
-    """Kill every process of the sandbox but its init (pid 1) and this server; empty the writable folders."""
+    """Kill every process of the sandbox but its init (pid 1) and this server; empty the writable folders and put
+    them back as they were; remove IPC objects. True when all of it holds afterwards (and the server's own process
+    state is unchanged), False when the host must replace the server."""
     me = os.getpid()
-    for _ in range(100):
+    try:
+        os.kill(-1, signal.SIGKILL)  # every process of the pid namespace but init and this one, atomically
+    except OSError:
+        pass
+    alive = []
+    for _ in range(250):  # until every other process is gone: killed, and reaped (orphans by bwrap, pid 1)
         others = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, me)]
         alive = []
         for pid in others:
@@ -166,37 +183,108 @@ def sweep():
                 except OSError:
                     pass
         reap()
-        if not alive:
+        if not others:
             break
         time.sleep(0.002)
+    if alive:
+        return False
+    clean = True
     for folder in SCRUB_DIRS:
-        try:
-            if folder in SCRUB_MODES:
-                os.chmod(folder, SCRUB_MODES[folder])  # a call may have made it read-only or unreadable
-            entries = list(os.scandir(folder))
-        except OSError:
+        if folder not in SCRUB_STATE:
             continue
-        for entry in entries:
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    _open_up(entry.path)
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                else:
-                    os.unlink(entry.path)
-            except OSError:
-                pass
-
-
-def _open_up(top):
-    """Give the owner rwx on every folder below ``top`` (a call may have chmod'ed one to 000), so it can be removed."""
-    todo = [top]
-    while todo:
-        path = todo.pop()
+        mode, mtime_ns, xattrs = SCRUB_STATE[folder]
         try:
-            os.chmod(path, 0o700)
-            todo.extend(e.path for e in os.scandir(path) if e.is_dir(follow_symlinks=False))
+            os.chmod(folder, 0o700)  # a call may have made it read-only or unreadable
+            with os.scandir(folder) as entries:
+                dirty = any(True for _ in entries)
+            if dirty:
+                wipe(folder)
+                clean = clean and not os.listdir(folder)
+            for name in set(os.listxattr(folder)) - xattrs:
+                os.removexattr(folder, name)
+            os.chmod(folder, mode)
+            os.utime(folder, ns=(SCRUB_ATIME[folder], mtime_ns))
+            clean = clean and folder_state(folder) == SCRUB_STATE[folder]
         except OSError:
-            pass
+            clean = False
+    return remove_ipc() and clean and process_state() == START_STATE
+
+
+def folder_state(folder):
+    st = os.stat(folder)
+    try:
+        xattrs = frozenset(os.listxattr(folder))
+    except OSError:
+        xattrs = frozenset()
+    return st.st_mode & 0o7777, st.st_mtime_ns, xattrs
+
+
+def wipe(folder):
+    """Remove everything below ``folder``, any depth and any modes: iterative, one folder fd at a time (climbing back
+    through ".."; nothing else runs in the sandbox now), so neither recursion nor fds run out."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(folder, flags)
+    names = []  # the folders entered below ``folder``
+    try:
+        for _ in range(10_000_000):
+            subdir = None
+            with os.scandir(fd) as entries:
+                listed = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
+            for name, is_dir in listed:
+                if is_dir:
+                    subdir = subdir or name
+                else:
+                    try:
+                        os.unlink(name, dir_fd=fd)
+                    except FileNotFoundError:
+                        pass
+            if subdir is not None:
+                os.chmod(subdir, 0o700, dir_fd=fd)  # a call may have locked it (0o000): open it up to empty it
+                child = os.open(subdir, flags, dir_fd=fd)
+                os.close(fd)
+                fd = child
+                names.append(subdir)
+                continue
+            if not names:
+                return
+            parent = os.open("..", flags, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            os.rmdir(names.pop(), dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def remove_ipc():
+    """Remove every System V shared memory segment, message queue and semaphore set of the sandbox's IPC namespace
+    (they outlive the processes that made them); True when none is left."""
+    left = False
+    for kind, ctl in (("shm", "shmctl"), ("msg", "msgctl"), ("sem", "semctl")):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as f:
+                ids = [int(line.split()[1]) for line in f.read().splitlines()[1:] if line.strip()]
+        except (OSError, ValueError, IndexError):
+            continue
+        for ipc_id in ids:
+            if _libc is None:
+                left = True
+            elif kind == "sem":
+                _libc.semctl(ipc_id, 0, IPC_RMID)
+            else:
+                getattr(_libc, ctl)(ipc_id, IPC_RMID, None)
+        if ids and _libc is not None:
+            with open(f"/proc/sysvipc/{kind}") as f:
+                left = left or len(f.read().splitlines()) > 1
+    return not left
+
+
+def process_state():
+    """What a process of the same uid could change about this server from outside (and its children inherit)."""
+    limits = tuple(resource.getrlimit(getattr(resource, name)) for name in sorted(dir(resource))
+                   if name.startswith("RLIMIT_"))
+    ioprio = _libc.syscall(IOPRIO_GET, 1, 0) if _libc is not None and IOPRIO_GET else None  # IOPRIO_WHO_PROCESS
+    return (limits, os.getpriority(os.PRIO_PROCESS, 0), tuple(sorted(os.sched_getaffinity(0))),
+            os.sched_getscheduler(0), os.sched_getparam(0).sched_priority, ioprio)
 
 
 def reap():
@@ -254,7 +342,7 @@ def serve_call(request):
             elif pidfd in ready:
                 wait_status = os.waitpid(pid, 0)[1]
         seconds = time.monotonic() - started
-        sweep()  # writers the child left behind are gone now: what is still in the pipe is all there is
+        clean = sweep()  # writers the child left behind are gone now: what is still in the pipe is all there is
         drain_until = time.monotonic() + DRAIN_S
         while not eof and time.monotonic() < drain_until:
             ready, _, _ = select.select([read_fd], [], [], max(0.0, drain_until - time.monotonic()))
@@ -271,7 +359,8 @@ def serve_call(request):
             os.close(pidfd)
     output, omitted = capture.text()
     return {"output": output, "exit_status": None if timed_out else exit_status(wait_status), "timed_out": timed_out,
-            "truncated_bytes": omitted, "pid": pid, "server_pid": os.getpid(), "seconds": round(seconds, 6)}
+            "truncated_bytes": omitted, "pid": pid, "server_pid": os.getpid(), "seconds": round(seconds, 6),
+            "clean": clean}
 
 
 def set_dumpable(flag):
@@ -294,9 +383,12 @@ def main():
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     # not dumpable: a call (same uid) cannot ptrace the server or write its memory through /proc to outlive itself
     set_dumpable(0)
+    global START_STATE
+    START_STATE = process_state()
     for folder in SCRUB_DIRS:
         try:
-            SCRUB_MODES[folder] = os.stat(folder).st_mode & 0o7777
+            SCRUB_STATE[folder] = folder_state(folder)
+            SCRUB_ATIME[folder] = os.stat(folder).st_atime_ns
         except OSError:
             pass
     write_frame(1, {"ready": True, "server_pid": os.getpid(), "python": sys.version.split()[0]})

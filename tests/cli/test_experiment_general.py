@@ -54,6 +54,108 @@ def test_summary_spread_over_seeds():
         (0, 0.25, 0.25, 0.25), (1, 0.75, 0.5, 1.0)]
 
 
+def test_config_new_options():
+    for bad in ({"step_judge": "oracle"}, {"eval_every": -1}, {"ppo_epochs": 0}):
+        with pytest.raises(ValueError):
+            GeneralConfig(**bad).validate()
+    GeneralConfig(step_judge="content", eval_every=2, ppo_epochs=4).validate()
+
+
+def test_episode_configs_of_training_and_evaluation(tmp_path: Path):
+    """Evaluations: outcome only, no votes, the eval temperature, seeds by task, no placebo; training rollouts: the
+    reward mode, the votes, the training temperature and (placebo) the coin-flip env option."""
+    from cli.experiments.general import GeneralExperiment
+    from openclaw_rl.settings import Settings
+
+    cfg = GeneralConfig(temperature=1.0, eval_temperature=0.7, placebo=True, votes=2, out=str(tmp_path / "x"))
+    exp = GeneralExperiment(cfg, Settings(runtime_dir=tmp_path / "rt"))
+    ev, tr = exp._episode("outcome+process", 3, evaluation=True), exp._episode("outcome+process", 3, evaluation=False)
+    assert (ev.reward, ev.votes, ev.temperature, ev.seed_by_task, ev.env_options) == ("outcome", 0, 0.7, True, {})
+    assert (tr.reward, tr.votes, tr.temperature, tr.seed_by_task) == ("outcome+process", 2, 1.0, False)
+    assert tr.env_options == {"outcome_placebo": 4}
+    exp.cfg.eval_temperature = -1.0
+    assert exp._episode("outcome", 0, evaluation=True).temperature == 1.0
+
+
+def test_placebo_reward_is_a_fair_coin():
+    from activities.episode import placebo_reward
+
+    flips = [placebo_reward(1, f"run/r0/task/{i}", 0) for i in range(2000)]
+    assert set(flips) == {-1.0, 1.0} and abs(sum(flips) / len(flips)) < 0.06
+    assert flips == [placebo_reward(1, f"run/r0/task/{i}", 0) for i in range(2000)]  # fixed by seed and episode
+    assert flips != [placebo_reward(2, f"run/r0/task/{i}", 0) for i in range(2000)]
+
+
+def test_reward_hacking_alarm():
+    from cli.experiments.general_results import divergence, window_reward
+
+    by_version = {0: (2.0, 4), 1: (4.0, 4), 2: (12.0, 8), 3: (-2.0, 2)}
+    assert window_reward(by_version, 0, 2) == pytest.approx(6 / 8) and window_reward(by_version, 2, 4) == 1.0
+    assert window_reward(by_version, 5, 9) is None
+
+    def pt(step, success, reward, n=100):
+        return {"step": step, "success": success, "n": n, "train_reward": reward}
+
+    before = {"step": 0, "success": 0.6, "n": 100, "train_reward": None}
+    assert divergence([before, pt(2, 0.4, 0.5)]) is None  # one window: nothing to compare yet
+    # reward up 0.5 -> 1.0, success down 0.6 -> 0.45: more than one standard error (0.0497)
+    alarm = divergence([before, pt(2, 0.6, 0.5), pt(4, 0.45, 1.0)])
+    assert alarm is not None and (alarm["step_from"], alarm["step_to"]) == (2, 4)
+    assert alarm["standard_error"] == pytest.approx(0.0497, abs=1e-4) and "rose" in alarm["message"]
+    assert divergence([before, pt(2, 0.6, 0.5), pt(4, 0.57, 1.0)]) is None  # a fall within the noise
+    assert divergence([before, pt(2, 0.6, 0.5), pt(4, 0.57, 1.0)], margin=0.5) is not None
+    assert divergence([before, pt(2, 0.6, 1.0), pt(4, 0.3, 0.5)]) is None  # reward fell too: no hacking
+    assert divergence([before, pt(2, 0.6, 0.5), pt(4, 0.7, 1.0)]) is None  # both rose
+
+
+def _run(reward, seed, after, held):
+    return {"reward": reward, "seed": seed, "success_before": 0.5, "success_after": after,
+            "mean_outcome_before": 0.0, "mean_outcome_after": 0.0, "invalid_action_rate_before": 0.1,
+            "invalid_action_rate_after": 0.1, "train_steps": 4, "samples_trained": 40, "policy_versions": 5,
+            "excluded_stale": 0, "rollouts": 4, "stopped_early": "",
+            "curve": [{"step": s, "success": 0.5, "mean_outcome": 0.0, "train_reward": 0.1 * s} for s in range(4)],
+            "held_out": [{"step": 0, "success": 0.5, "n": 50, "train_reward": None},
+                         {"step": 2, "success": held, "n": 50, "train_reward": 0.2},
+                         {"step": 4, "success": after, "n": 50, "train_reward": 0.5}],
+            "alarms": [{"step_from": 2, "step_to": 4}] if after < held else []}
+
+
+def test_summary_and_plot_with_held_out_and_training_reward(tmp_path: Path):
+    from cli.experiments.general_results import plot_general
+
+    runs = [_run("outcome", 0, 0.4, 0.6), _run("outcome", 1, 0.6, 0.5), _run("outcome+process", 0, 0.7, 0.6)]
+    agg = summarize_general(runs)["by_reward"]
+    assert agg["outcome"]["held_out"][1] == {"step": 2, "success_mean": 0.55, "train_reward_mean": 0.2, "seeds": 2}
+    assert agg["outcome"]["alarms"] == [{"seed": 0, "step_from": 2, "step_to": 4}]
+    assert agg["outcome+process"]["alarms"] == []
+    assert [p["train_reward_mean"] for p in agg["outcome"]["curve"]] == [0.0, 0.1, 0.2, 0.3]
+    plot = plot_general(runs, tmp_path / "curve.png", steps=4)
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_results_keep_training_reward_and_held_out_rows(tmp_path: Path):
+    import time
+
+    from cli.analytics import open_duckdb
+    from cli.experiments.general_results import GENERAL_COLUMNS, write_results
+    from cli.experiments.results import RESULT_COLUMNS
+    from openclaw_rl.store import LocalStore
+
+    store = LocalStore(tmp_path / "store")
+    common = {"experiment": "e1", "setting": "toolcall", "method": "outcome", "seed": 0, "run": "e1-outcome-s0",
+              "lr": 1e-4, "batch_size": 16, "n_problems": 50, "recorded_at": time.time()}
+    rows = [{**common, "interactions": 0, "phase": "before", "score": 0.5, "policy_version": 0},
+            {**common, "interactions": 0, "phase": "curve", "score": 0.4, "train_reward": -0.2, "policy_version": 0},
+            {**common, "interactions": 2, "phase": "held_out", "score": 0.45, "train_reward": 0.1, "policy_version": 2}]
+    write_results(store, "e1", rows, [], RESULT_COLUMNS + GENERAL_COLUMNS)
+    con = open_duckdb(store)
+    try:
+        got = con.sql("SELECT phase, interactions, score, train_reward FROM experiments ORDER BY interactions, phase")
+        assert got.fetchall() == [("before", 0, 0.5, None), ("curve", 0, 0.4, -0.2), ("held_out", 2, 0.45, 0.1)]
+    finally:
+        con.close()
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_general_experiment_end_to_end(tmp_path: Path):
@@ -65,7 +167,8 @@ def test_general_experiment_end_to_end(tmp_path: Path):
     argv = [*cli, "experiment", "general", "--env", "toolcall", "--reward", "outcome,outcome+process", "--steps", "2",
             "--seeds", "1", "--tasks-per-rollout", "2", "--episodes-per-task", "2", "--eval-tasks", "4",
             "--batch-size", "4", "--policy", "scripted", "--scripted-error-rate", "0.5", "--votes", "1",
-            "--max-new-tokens", "64", "--preset", "test", "--no-progress", "--json", "--out", str(tmp_path / "exp")]
+            "--max-new-tokens", "64", "--preset", "test", "--no-progress", "--json", "--out", str(tmp_path / "exp"),
+            "--eval-every", "1", "--step-judge", "content", "--ppo-epochs", "2"]
     out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=560)
     logs = "\n".join(f"--- {p.name}\n{p.read_text()[-2000:]}" for p in (tmp_path / "rt" / "logs").glob("*.log"))
     assert out.returncode == 0, out.stderr[-4000:] + logs
@@ -85,6 +188,8 @@ def test_general_experiment_end_to_end(tmp_path: Path):
         assert agg["invalid_action_rate_before"] > 0  # half the scripted steps are mistakes, some malformed
     for run in summary["per_seed"]:
         assert run["policy_version"] == 2 and run["eval_episodes"] == 4 and not run["stopped_early"]
+        assert [p["step"] for p in run["held_out"]] == [0, 1, 2]
+        assert all(p["train_reward"] is not None for p in run["held_out"][1:])
     plot = Path(summary["plot"])
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert summary["wall_s"] > 0 and summary["results"].endswith("/results.parquet")
@@ -98,8 +203,9 @@ def test_general_experiment_end_to_end(tmp_path: Path):
                        f"experiment = '{summary['experiment']}' ORDER BY method, interactions, phase").fetchall()
     finally:
         con.close()
-    assert [r[:3] for r in rows] == [(m, ph, x) for m in ("outcome", "outcome+process")
-                                     for ph, x in (("before", 0), ("curve", 0), ("curve", 1), ("after", 2))]
+    # a held-out evaluation after step 1 (the run paused for it), next to the training curve
+    assert [r[:3] for r in rows] == [(m, ph, x) for m in ("outcome", "outcome+process") for ph, x in (
+        ("before", 0), ("curve", 0), ("curve", 1), ("held_out", 1), ("after", 2))]
     assert {r[5] for r in rows} == {"toolcall"}
     assert rows[-1][3] == pytest.approx(summary["by_reward"]["outcome+process"]["success_after"], abs=1e-3)
     assert rows[-1][4] == pytest.approx(summary["by_reward"]["outcome+process"]["invalid_action_rate_after"],

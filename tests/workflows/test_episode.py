@@ -47,11 +47,11 @@ from contracts.episode import (
     StepJudgeRequest,
     episode_workflow_id,
 )
-from contracts.session import Vote
 from envs.sandbox import processes_of_uid
 from openclaw_rl.policy_client import PolicyClient
 from openclaw_rl.samples import SampleReader
 from rlcore.general import Trajectory, step_index_advantages, step_reward
+from rlcore.judging import Vote
 from workers.main import build_env_workers, env_activities, env_queue_worker
 from workflows.episode import EpisodeWorkflow
 from workflows.rollout import RolloutWorkflow
