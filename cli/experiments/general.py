@@ -37,7 +37,7 @@ import json
 import shutil
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -445,7 +445,8 @@ def _split(text: str) -> list[str]:
 
 
 def general_command(
-    env: Annotated[str, typer.Option(help="terminal, swe, toolcall or gui")] = "toolcall",
+    env: Annotated[str, typer.Option(help="terminal, swe, toolcall or gui; several comma-separated, or all: each in "
+                                          "turn, then one table and plot")] = "toolcall",
     reward: Annotated[str, typer.Option(help="outcome or outcome+process; comma-separated for a comparison")]
     = ",".join(REWARDS),
     steps: Annotated[int, typer.Option(help="train steps per run")] = 8,
@@ -492,7 +493,10 @@ def general_command(
     """General track: train on an env's tasks with outcome or outcome+process rewards, evaluate before and after."""
     from cli.experiments.personal import _parse_trainer
 
-    cfg = GeneralConfig(env=env, rewards=_split(reward), steps=steps, seeds=seeds, tasks_per_rollout=tasks_per_rollout,
+    envs = list(ENVS) if env == "all" else (_split(env) or [env])
+    table = len(envs) > 1
+    cfg = GeneralConfig(env=envs[0], rewards=_split(reward), steps=steps, seeds=seeds,
+                        tasks_per_rollout=tasks_per_rollout,
                         episodes_per_task=episodes_per_task, eval_tasks=eval_tasks, eval_episodes=eval_episodes,
                         max_steps=max_steps, lr=lr, batch_size=batch_size, kl_beta=kl_beta, ppo_epochs=ppo_epochs,
                         trainer=_parse_trainer(trainer or []), temperature=temperature,
@@ -504,21 +508,75 @@ def general_command(
     try:
         cfg.validate()
     except ValueError as e:
-        raise typer.BadParameter(str(e)) from None
-    typer.echo(f"general experiment: {json.dumps(asdict(cfg))}", err=True)
+        raise typer.BadParameter(f"{e}{', or all' if str(e).startswith('unknown env') else ''}") from None
+    for other in envs[1:]:
+        if other not in ENVS:
+            raise typer.BadParameter(f"unknown env {other!r}; choose from {', '.join(ENVS)}, or all")
+    typer.echo(f"general experiment: {json.dumps({**asdict(cfg), 'env': env})}", err=True)
     interrupt_on_sigterm()
     try:
-        with GeneralExperiment(cfg) as exp:
-            summary = exp.run()
+        summary = run_all(cfg, envs) if table else _run_one_env(cfg)
     except KeyboardInterrupt:
         typer.echo("interrupted; everything started was stopped", err=True)
         raise typer.Exit(130) from None
     if as_json:
         typer.echo(json.dumps(summary, default=str))
-        return
-    for name, agg in summary["by_reward"].items():
-        typer.echo(f"{name}: success {agg['success_before']:.3f} -> {agg['success_after']:.3f} (seeds "
-                   f"{agg['success_after_spread']['min']:.3f}..{agg['success_after_spread']['max']:.3f}), invalid "
-                   f"actions {agg['invalid_action_rate_before']:.3f} -> {agg['invalid_action_rate_after']:.3f}, "
-                   f"train steps {agg['train_steps']}")
-    typer.echo(f"plot: {summary['plot']}\nresults: {summary['results']}\nquery: {summary['sql']}")
+    elif table:
+        typer.echo(summary["table_md"])
+        typer.echo(f"plot: {summary['plot']}\ntable: {summary['table']}")
+    else:
+        for name, agg in summary["by_reward"].items():
+            typer.echo(f"{name}: success {agg['success_before']:.3f} -> {agg['success_after']:.3f} (seeds "
+                       f"{agg['success_after_spread']['min']:.3f}..{agg['success_after_spread']['max']:.3f}), invalid "
+                       f"actions {agg['invalid_action_rate_before']:.3f} -> {agg['invalid_action_rate_after']:.3f}, "
+                       f"train steps {agg['train_steps']}")
+        typer.echo(f"plot: {summary['plot']}\nresults: {summary['results']}\nquery: {summary['sql']}")
+    if summary.get("failed"):
+        raise typer.Exit(1)
+
+
+def _run_one_env(cfg: GeneralConfig) -> dict[str, Any]:
+    with GeneralExperiment(cfg) as exp:
+        return exp.run()
+
+
+def run_all(cfg: GeneralConfig, envs: list[str], settings: Settings | None = None) -> dict[str, Any]:
+    """``--env all``: the experiment on each env in turn (its own id ``<id>-<env>``, folder and results), then one
+    table (``general_results.env_table``: Markdown and JSON) and one plot of them all under ``experiments/<id>/``.
+    An env that fails is named in ``failed`` with its error; the others still run."""
+    from cli.experiments.general_results import env_table, format_env_table, plot_env_table
+    from openclaw_rl.store import store_from_settings
+
+    s = settings or get_settings()
+    t0 = time.monotonic()
+    umbrella = cfg.experiment_id or f"general-all-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+    folder = Path(cfg.out) if cfg.out else s.runtime_dir / "experiments" / umbrella
+    summaries: dict[str, dict[str, Any]] = {}
+    failed: dict[str, str] = {}
+    for env in envs:
+        one = replace(cfg, env=env, experiment_id=f"{umbrella}-{env}", out=str(folder / env))
+        typer.echo(f"== {env} ({envs.index(env) + 1} of {len(envs)}): experiment {one.experiment_id}", err=True)
+        try:
+            with GeneralExperiment(one, s) as exp:
+                summaries[env] = exp.run()
+        except Exception as e:  # noqa: BLE001 - one env's failure is reported; the others still run
+            failed[env] = f"{type(e).__name__}: {e}"
+            typer.echo(f"{env}: failed: {failed[env]}", err=True)
+    rows = env_table(summaries)
+    md = format_env_table(rows) if rows else "(no env finished)"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "table.md").write_text(md + "\n")
+    plot = plot_env_table(rows, folder / "table.png") if rows else None
+    out = {"experiment": umbrella, "envs": list(envs),
+           "experiments": {e: x["experiment"] for e, x in summaries.items()},
+           "table": str(folder / "table.md"), "table_md": md, "rows": rows, "plot": str(plot) if plot else None,
+           "failed": failed, "wall_s": round(time.monotonic() - t0, 1),
+           "config": {**asdict(cfg), "env": ",".join(envs)},
+           "summaries": summaries}
+    (folder / "summary.json").write_text(json.dumps(out, indent=2, default=str))
+    store = store_from_settings(s)
+    store.put_bytes(f"experiments/{umbrella}/table.md", (md + "\n").encode())
+    store.put_bytes(f"experiments/{umbrella}/summary.json", json.dumps(out, default=str).encode())
+    if plot:
+        store.put_bytes(f"experiments/{umbrella}/table.png", plot.read_bytes())
+    return out

@@ -187,3 +187,90 @@ def plot_general(runs: list[dict[str, Any]], path: Path, steps: int, title: str 
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# every env at once (``experiment general --env all``): one row per env and reward mode
+# ---------------------------------------------------------------------------------------------------------------------
+
+TABLE_COLUMNS = ("env", "reward", "seeds", "eval_episodes", "success_before", "success_after", "success_after_std",
+                 "delta", "success_after_per_seed", "seeds_above_base", "invalid_before", "invalid_after",
+                 "train_steps", "samples_trained", "stopped_early", "wall_s")
+
+
+def env_table(summaries: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per env and reward mode (the paper's Table 4, on our envs): success before and after (mean over seeds, their
+    standard deviation, each seed's), how many seeds ended above their own base, invalid-action rates, train steps
+    and samples (means over seeds), the seeds stopped early for want of signal, and the env's wall time."""
+    rows = []
+    for env, summary in summaries.items():
+        for reward, agg in summary["by_reward"].items():
+            mine = [r for r in summary["per_seed"] if r["reward"] == reward]
+            rows.append({
+                "env": env, "reward": reward, "seeds": len(mine),
+                "eval_episodes": min((int(r.get("eval_episodes") or 0) for r in mine), default=0),
+                "success_before": agg["success_before"], "success_after": agg["success_after"],
+                "success_after_std": agg["success_after_spread"]["std"],
+                "delta": round(agg["success_after"] - agg["success_before"], 4),
+                "success_after_per_seed": agg["success_after_per_seed"],
+                "seeds_above_base": sum(r["success_after"] > r["success_before"] for r in mine),
+                "invalid_before": agg["invalid_action_rate_before"], "invalid_after": agg["invalid_action_rate_after"],
+                "train_steps": agg["train_steps"], "samples_trained": agg["samples_trained"],
+                "stopped_early": agg["stopped_early"], "wall_s": summary.get("wall_s")})
+    return rows
+
+
+def format_env_table(rows: list[dict[str, Any]]) -> str:
+    """The table as Markdown (what ``--env all`` prints and writes to ``table.md``)."""
+    head = ("| env | reward | success before | after (± sd over seeds) | Δ | per seed | seeds above base | invalid "
+            "before → after | steps | samples | eval episodes | wall |")
+    lines = [head, "|" + "---|" * (head.count(" | ") + 1)]
+    for r in rows:
+        early = f" (seeds {', '.join(map(str, r['stopped_early']))} stopped: no signal)" if r["stopped_early"] else ""
+        wall = "" if r["wall_s"] is None else f"{r['wall_s'] / 60:.0f} min"
+        per_seed = ", ".join(f"{x:.2f}" for x in r["success_after_per_seed"])
+        lines.append(f"| {r['env']} | {r['reward']} | {r['success_before']:.3f} | {r['success_after']:.3f} ± "
+                     f"{r['success_after_std']:.3f} | {r['delta']:+.3f} | {per_seed} | {r['seeds_above_base']}/"
+                     f"{r['seeds']} | {r['invalid_before']:.3f} → {r['invalid_after']:.3f} | {r['train_steps']}{early} "
+                     f"| {r['samples_trained']} | {r['eval_episodes']} | {wall} |")
+    return "\n".join(lines)
+
+
+def plot_env_table(rows: list[dict[str, Any]], path: Path, title: str = "general track: success before and after "
+                   "training") -> Path:
+    """Grouped bars per env: success before (hatched) and after (solid) each reward mode's training, the seeds' own
+    results as dots over the after bar."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    envs = list(dict.fromkeys(r["env"] for r in rows))
+    rewards = list(dict.fromkeys(r["reward"] for r in rows))
+    width = 0.8 / (2 * len(rewards))
+    fig, ax = plt.subplots(figsize=(max(6.0, 2.2 * len(envs)), 4.5))
+    for j, reward in enumerate(rewards):
+        color = f"C{j}"
+        for i, env in enumerate(envs):
+            r = next((x for x in rows if x["env"] == env and x["reward"] == reward), None)
+            if r is None:
+                continue
+            x0 = i - 0.4 + (2 * j) * width + width / 2
+            first = i == 0
+            ax.bar(x0, r["success_before"], width, color=color, alpha=0.35, hatch="//", edgecolor=color,
+                   label=f"{reward}: before" if first else None)
+            ax.bar(x0 + width, r["success_after"], width, color=color, yerr=r["success_after_std"], capsize=3,
+                   label=f"{reward}: after" if first else None)
+            seeds = r["success_after_per_seed"]
+            ax.plot([x0 + width] * len(seeds), seeds, "k.", markersize=4)
+    ax.set_xticks(range(len(envs)), envs)
+    ax.set_ylabel("success rate on the eval split")
+    ax.set_ylim(0, 1.02)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    ax.set_title(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

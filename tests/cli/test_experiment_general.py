@@ -133,6 +133,63 @@ def test_summary_and_plot_with_held_out_and_training_reward(tmp_path: Path):
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_env_table_rows_markdown_and_plot(tmp_path: Path):
+    from cli.experiments.general_results import env_table, format_env_table, plot_env_table
+
+    toolcall = [_run("outcome", 0, 0.6, 0.5), _run("outcome", 1, 0.4, 0.5), _run("outcome+process", 0, 0.7, 0.6)]
+    terminal = [{**_run("outcome", 0, 0.0, 0.0), "success_before": 0.0, "stopped_early": "no signal"}]
+    for r in toolcall + terminal:
+        r["eval_episodes"] = 100
+    summaries = {"toolcall": {**summarize_general(toolcall), "wall_s": 600.0},
+                 "terminal": {**summarize_general(terminal), "wall_s": None}}
+    rows = env_table(summaries)
+    assert [(r["env"], r["reward"]) for r in rows] == [("toolcall", "outcome"), ("toolcall", "outcome+process"),
+                                                       ("terminal", "outcome")]
+    first = rows[0]
+    assert first["success_before"] == 0.5 and first["success_after"] == 0.5 and first["delta"] == 0.0
+    assert first["success_after_per_seed"] == [0.6, 0.4] and first["seeds_above_base"] == 1 and first["seeds"] == 2
+    assert first["success_after_std"] == pytest.approx(0.1414, abs=1e-4) and first["eval_episodes"] == 100
+    assert rows[1]["delta"] == pytest.approx(0.2) and rows[2]["stopped_early"] == [0]
+    md = format_env_table(rows).splitlines()
+    assert len(md) == 2 + len(rows) and all(line.count("|") == md[0].count("|") for line in md)
+    assert "| toolcall | outcome+process | 0.500 | 0.700 ± 0.000 | +0.200 | 0.70 | 1/1 |" in md[3]
+    assert "stopped: no signal" in md[4] and "10 min" in md[2]
+    plot = plot_env_table(rows, tmp_path / "table.png")
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_several_envs_end_to_end_give_one_table(tmp_path: Path):
+    temporal, ui, engine = free_ports(3)
+    env = {**os.environ, "OPENCLAW_RUNTIME_DIR": str(tmp_path / "rt"), "OPENCLAW_TEMPORAL_ADDRESS":
+           f"127.0.0.1:{temporal}", "OPENCLAW_TEMPORAL_UI_PORT": str(ui), "OPENCLAW_ENGINE_PORT": str(engine),
+           "OPENCLAW_LOG_FORMAT": "json"}
+    argv = [sys.executable, "-m", "cli.main", "experiment", "general", "--env", "terminal,toolcall", "--reward",
+            "outcome", "--steps", "1", "--seeds", "1", "--tasks-per-rollout", "2", "--episodes-per-task", "2",
+            "--eval-tasks", "2", "--batch-size", "2", "--policy", "scripted", "--scripted-error-rate", "0.5",
+            "--max-new-tokens", "64", "--preset", "test", "--no-progress", "--json", "--out", str(tmp_path / "exp")]
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=560)
+    assert out.returncode == 0, out.stderr[-4000:]
+    summary = json.loads(out.stdout)
+    assert summary["failed"] == {} and summary["envs"] == ["terminal", "toolcall"]
+    assert [(r["env"], r["reward"], r["seeds"], r["eval_episodes"]) for r in summary["rows"]] == [
+        ("terminal", "outcome", 1, 2), ("toolcall", "outcome", 1, 2)]
+    for row in summary["rows"]:
+        one = summary["summaries"][row["env"]]
+        assert one["experiment"] == f"{summary['experiment']}-{row['env']}"
+        assert row["success_after"] == one["by_reward"]["outcome"]["success_after"]
+        assert row["invalid_before"] == one["by_reward"]["outcome"]["invalid_action_rate_before"]
+    table = (tmp_path / "exp" / "table.md").read_text()
+    assert table.strip() == summary["table_md"]
+    assert "| terminal | outcome |" in table and "| toolcall | outcome |" in table
+    assert (tmp_path / "exp" / "table.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "exp" / "terminal" / "summary.json").exists()
+    stored = tmp_path / "rt" / "store" / "experiments" / summary["experiment"]
+    assert {p.name for p in stored.iterdir()} == {"table.md", "table.png", "summary.json"}
+
+    bad = subprocess.run([*argv[:5], "--env", "toolcall,chess"], env=env, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "unknown env 'chess'" in bad.stderr
+
+
 def test_results_keep_training_reward_and_held_out_rows(tmp_path: Path):
     import time
 
