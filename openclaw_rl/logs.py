@@ -70,7 +70,25 @@ def configure_logging(level: str = "INFO", fmt: str = "auto", process: str | Non
         logging.getLogger(noisy).setLevel(logging.WARNING)
     if process:
         structlog.contextvars.bind_contextvars(process=process)
+    _forward_temporal_core_logs()
     _configured = True
+
+
+def _forward_temporal_core_logs() -> None:
+    """Temporal's core SDK (Rust) writes its own warnings ("Workflow task duration exceeded ...") straight to the
+    console, stdout included, where a command's JSON goes. Route them through Python logging instead (stderr, this
+    format, logger ``temporal_sdk_core``), by giving the process a default Temporal runtime that forwards them. A
+    process whose default runtime already exists keeps it."""
+    try:
+        from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
+    except ImportError:  # pragma: no cover - temporalio is a base dependency
+        return
+    forwarding = LoggingConfig(filter=TelemetryFilter(core_level="WARN", other_level="ERROR"),
+                               forwarding=LogForwardingConfig(logger=logging.getLogger("temporal_sdk_core")))
+    try:
+        Runtime.set_default(Runtime(telemetry=TelemetryConfig(logging=forwarding)), error_if_already_set=True)
+    except RuntimeError:  # a client or worker of this process made the default runtime already
+        pass
 
 
 def get_logger(name: str | None = None) -> Any:
