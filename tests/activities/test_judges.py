@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -25,6 +26,7 @@ from contracts.episode import EpisodeStep, StepJudgeRequest
 from envs.toolcall.tasks import SUITE
 from prompts import GENERAL_JUDGES, render
 from rlcore.judging import parse_score
+from tests.fixtures_model import tiny_model_path  # noqa: F401 - session fixture
 from workflows.episode import judge_request
 
 OK = "[exit status 0]"
@@ -206,6 +208,27 @@ def test_llm_step_judge_fills_the_toolcall_template() -> None:
     assert parse_score(asyncio.run(go())) == 1
     user = seen[0]["messages"][1]["content"]
     assert "5 + 5 + 0 =" in user and "print(5 + 5 + 0)" in user and "10\n[exit status 0]" in user
+
+
+def test_llm_step_judge_asks_a_real_engine(tiny_model_path: Path) -> None:  # noqa: F811
+    # the policy engine itself as step judge: its /v1/chat/completions, the env's template, m votes = m calls. The
+    # tiny test model is no judge: a reply without a \\boxed{} score is a None vote, left out of the step reward's mean
+    from tests.model_factory import running_engine
+
+    req = requests("chain_sum-011", EPISODES[0][1])[0]
+
+    async def go(url: str) -> list[str]:
+        judge = make_step_judge("llm", url=url, temperature=1.0)
+        judge.max_tokens = 8
+        try:
+            return [await judge.complete_step(req) for _ in range(3)]
+        finally:
+            await judge.aclose()
+
+    with running_engine(tiny_model_path, max_batch=4) as url:
+        raws = asyncio.run(go(url))
+    assert len(raws) == 3 and all(isinstance(r, str) and r for r in raws)
+    assert all(parse_score(r) in (None, -1, 0, 1) for r in raws)
 
 
 def test_step_judges_by_name() -> None:
