@@ -3,7 +3,8 @@ workflow), or the local spool when Temporal cannot be reached.
 
 Order: turns of one session are delivered one at a time, in the order their replies completed (one lane per session).
 While a session has turns in the spool, its new turns are spooled behind them, and the replayer sends the spool oldest
-first, so a session's turns reach its workflow in order whatever fails in between. Nothing is lost: a turn is either
+first within each session (up to ``REPLAY_PARALLEL`` sessions at once), so a session's turns reach its workflow in
+order whatever fails in between. Nothing is lost: a turn is either
 accepted by Temporal, in the fsync'd spool, or (refused for good, e.g. malformed) in the spool's dead table. On
 shutdown, turns still in flight are spooled and replayed by the next start.
 """
@@ -18,7 +19,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Protocol
 
-from api.spool import Spool
+from api.spool import Spool, SpoolEntry
 from contracts.session import (
     SESSION_TURN_SIGNAL,
     SESSION_WORKFLOW,
@@ -33,6 +34,8 @@ from openclaw_rl.settings import Settings
 
 log = get_logger("gateway.sink")
 
+REPLAY_PARALLEL = 16  # sessions whose spooled turns replay at once (each session's in order)
+REPLAY_BATCH = 500  # spool entries read per round of the replay
 INLINE_PAYLOAD_LIMIT = 4 * 1024  # a TurnPayload whose JSON is larger goes to the object store by reference: each
 # turn is an input of up to 2m + 2 activities (votes, teacher, emit), and a Temporal history keeps every input
 
@@ -143,10 +146,11 @@ def _size_hint(p: TurnPayload) -> int:
 class TurnSink:
     def __init__(self, submitter: Submitter, spool: Spool, *, store: Any = None, records: Any = None,
                  inline_limit: int = INLINE_PAYLOAD_LIMIT, retry_min_s: float = 0.5, retry_max_s: float = 10.0,
-                 close_timeout_s: float = 5.0) -> None:
+                 close_timeout_s: float = 5.0, replay_parallel: int = REPLAY_PARALLEL) -> None:
         self.submitter, self.spool, self.store, self.records = submitter, spool, store, records
         self.inline_limit = inline_limit
         self.retry_min_s, self.retry_max_s, self.close_timeout_s = retry_min_s, retry_max_s, close_timeout_s
+        self.replay_parallel = max(1, replay_parallel)
         self._lanes: dict[str, deque[TurnJob]] = {}
         self._lane_tasks: dict[str, asyncio.Task[None]] = {}
         self._spooled: Counter[str] = Counter()  # spooled entries per session, mirrors the spool table
@@ -289,15 +293,31 @@ class TurnSink:
             retry_at = 0.0 if drained else loop.time() + delay
 
     async def replay_once(self) -> bool:
-        """Send spooled turns oldest first until the spool is empty (True) or a delivery fails (False)."""
+        """Send spooled turns until the spool is empty (True) or a delivery fails (False). Each session's turns go
+        oldest first, one at a time; up to ``replay_parallel`` sessions replay at once. After a failure no new
+        delivery starts; the failed entry stays first in its session's line."""
         while True:
-            entries = await asyncio.to_thread(self.spool.oldest, 100)
+            entries = await asyncio.to_thread(self.spool.oldest, REPLAY_BATCH)
             if not entries:
                 if self._down:
                     log.info("temporal reachable again; spool drained")
                 self._down = False
                 return True
+            lines: dict[str, list[SpoolEntry]] = {}
             for entry in entries:
+                lines.setdefault(entry.session_id, []).append(entry)
+            gate, failed = asyncio.Semaphore(self.replay_parallel), asyncio.Event()
+            await asyncio.gather(*(self._replay_line(line, gate, failed) for line in lines.values()))
+            if failed.is_set():
+                self._down = True
+                return False
+
+    async def _replay_line(self, line: list[SpoolEntry], gate: asyncio.Semaphore, failed: asyncio.Event) -> None:
+        """One session's spooled turns, in order; stops at its first failure or anyone's."""
+        async with gate:
+            for entry in line:
+                if failed.is_set():
+                    return
                 try:
                     await self._deliver(turn_ref_from_json(entry.body))
                 except Exception as e:  # noqa: BLE001
@@ -305,8 +325,8 @@ class TurnSink:
                         await asyncio.to_thread(self.spool.bury, entry.seq, repr(e))
                     else:
                         await asyncio.to_thread(self.spool.failed, entry.seq, repr(e))
-                        self._down = True
-                        return False
+                        failed.set()
+                        return
                 else:
                     await asyncio.to_thread(self.spool.remove, entry.seq)
                 self._spooled[entry.session_id] -= 1

@@ -21,9 +21,18 @@ class FakeSubmitter:
         self.reject: set[str] = set()
         self.connected: bool | None = None
         self.slow: dict[str, float] = {}
+        self.in_flight = self.most_in_flight = 0
+        self.fail_after: int | None = None  # goes down once this many turns were accepted
 
     async def submit(self, ref: TurnRef) -> None:
-        await asyncio.sleep(self.slow.get(ref.request_id, self.delay_s))
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(self.slow.get(ref.request_id, self.delay_s))
+        finally:
+            self.in_flight -= 1
+        if self.fail_after is not None and len(self.got) >= self.fail_after:
+            self.up = False
         if ref.request_id in self.reject:
             raise TurnRejected("bad turn")
         if not self.up:
@@ -130,6 +139,45 @@ async def test_unreachable_then_back_replays_everything_in_order(tmp_path: Path)
     await wait_for(lambda: not sink.state()["down"])
     sink.submit(job(ref("a", 99)))  # straight through again
     await wait_for(lambda: len(sub.got) == 16)
+    await sink.close()
+
+
+async def test_replay_sends_sessions_side_by_side_each_in_order(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)  # left over from a run while Temporal was away: 20 sessions, 3 turns each
+    for n in range(3):
+        for s in range(20):
+            spool.append(f"s{s}", f"s{s}-{n}", turn_ref_to_json(ref(f"s{s}", n)))
+    sub = FakeSubmitter(delay_s=0.02)
+    sink = TurnSink(sub, spool, replay_parallel=4)
+    await sink.start()
+    await wait_for(lambda: spool.pending() == 0)
+    assert len(sub.got) == 60 and 1 < sub.most_in_flight <= 4
+    for s in range(20):
+        assert ids(sub.got, f"s{s}") == [f"s{s}-{n}" for n in range(3)]
+    await sink.close()
+
+
+async def test_a_failed_replay_stops_new_deliveries_and_keeps_the_line(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    for n in range(5):
+        for s in ("a", "b", "c"):
+            spool.append(s, f"{s}-{n}", turn_ref_to_json(ref(s, n)))
+    sub = FakeSubmitter(delay_s=0.01)
+    sub.fail_after = 4  # Temporal goes away mid-replay
+    sink = TurnSink(sub, spool, retry_min_s=0.05, retry_max_s=0.1, replay_parallel=3)
+    await sink.start()
+    await wait_for(lambda: sink.state()["down"] and sub.in_flight == 0)
+    sent = len(sub.got)
+    assert 4 <= sent < 15 and spool.pending() == 15 - sent
+    for s in ("a", "b", "c"):  # every session's delivered turns are a prefix of its line: nothing skipped
+        got = ids(sub.got, s)
+        assert got == [f"{s}-{n}" for n in range(len(got))]
+    left = {e.request_id for e in spool.oldest(100)}
+    assert left == {f"{s}-{n}" for s in "abc" for n in range(5)} - {r.request_id for r in sub.got}
+    sub.fail_after, sub.up = None, True
+    await wait_for(lambda: spool.pending() == 0)
+    for s in ("a", "b", "c"):
+        assert ids(sub.got, s) == [f"{s}-{n}" for n in range(5)]
     await sink.close()
 
 
