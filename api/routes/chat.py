@@ -22,10 +22,14 @@ RESPONSES: dict = {
     200: {"description": "A ChatCompletion (application/json), or with `stream: true` server-sent events "
                          "(text/event-stream): `data: <ChatCompletionChunk>` frames, then `data: [DONE]`. "
                          "`X-Session-Id` echoes the session id, percent-encoded (UTF-8) outside printable ASCII.",
-          "content": {"text/event-stream": {"schema": {
-              "type": "string", "description": "`data: <ChatCompletionChunk JSON>` frames, then `data: [DONE]`",
-              "contentMediaType": "text/event-stream",
-              "x-chunk-schema": {"$ref": "#/components/schemas/ChatCompletionChunk"}}}}},
+          "content": {"text/event-stream": {
+              # each event (OpenAPI 3.2's itemSchema; there ``schema`` would be the whole stream): a chunk as JSON,
+              # or the closing [DONE]
+              "x-chunk-schema": {"$ref": "#/components/schemas/ChatCompletionChunk"},
+              "itemSchema": {"type": "object", "required": ["data"], "properties": {"data": {"oneOf": [
+                  {"type": "string", "contentMediaType": "application/json",
+                   "contentSchema": {"$ref": "#/components/schemas/ChatCompletionChunk"}},
+                  {"const": "[DONE]"}]}}}}}},
     400: _error("invalid request (the failing field in `error.param`), or the context length is exceeded"),
     401: _error("missing, wrong or revoked API key"),
     413: _error("request body over the gateway's limit"),
