@@ -1,8 +1,33 @@
-"""What the activity classes that call the engine and a judge share: closing those clients, the lazy tokenizer."""
+"""What the activity classes that call the engine and a judge share: closing those clients, the lazy tokenizer, and
+heartbeats while a call is in flight."""
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+from temporalio import activity
+
+T = TypeVar("T")
+HEARTBEAT_EVERY_S = 2.0  # while a judge or engine call is in flight (the workflows time out after several misses)
+
+
+async def heartbeating(call: Awaitable[T], every_s: float = HEARTBEAT_EVERY_S) -> T:
+    """Await ``call`` while heartbeating every ``every_s``: a worker that dies mid-call is noticed after the
+    activity's heartbeat timeout, not its whole start-to-close timeout. Outside an activity, just ``await call``."""
+    if not activity.in_activity():
+        return await call
+    task = asyncio.ensure_future(call)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=every_s)
+            if done:
+                return task.result()
+            activity.heartbeat()
+    finally:
+        if not task.done():  # cancelled (the activity was): take the call down with it
+            task.cancel()
 
 
 class EngineAndJudge:

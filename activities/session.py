@@ -14,7 +14,7 @@ from typing import Any
 
 from temporalio import activity
 
-from activities.clients import EngineAndJudge
+from activities.clients import EngineAndJudge, heartbeating
 from activities.judges import Judge, next_state_text
 from contracts.session import (
     EmitRequest,
@@ -59,12 +59,12 @@ class SessionActivities(EngineAndJudge):
     # -- activities ---------------------------------------------------------------------------------------------------
     @activity.defn(name="prm_vote")
     async def prm_vote(self, req: JudgeRequest) -> Vote:
-        text = await self.judge.complete(req, self.payload(req.turn).response_text)
+        text = await heartbeating(self.judge.complete(req, self.payload(req.turn).response_text))
         return Vote(raw=text, score=parse_score(text))
 
     @activity.defn(name="hint_vote")
     async def hint_vote(self, req: JudgeRequest) -> Vote:
-        text = await self.judge.complete(req, self.payload(req.turn).response_text)
+        text = await heartbeating(self.judge.complete(req, self.payload(req.turn).response_text))
         hv = parse_hint_vote(text)
         return Vote(raw=text, score=hv.score, hint=hv.hint)
 
@@ -78,7 +78,7 @@ class SessionActivities(EngineAndJudge):
                                                         tokenize=True)
         if hasattr(prompt_ids, "input_ids"):
             prompt_ids = prompt_ids["input_ids"]
-        lps = await self.policy.score(list(prompt_ids), list(p.response_ids), req.temperature)
+        lps = await heartbeating(self.policy.score(list(prompt_ids), list(p.response_ids), req.temperature))
         return TeacherResult(logprobs=[float(x) for x in lps], prompt_tokens=len(prompt_ids))
 
     @activity.defn(name="emit_sample")

@@ -57,6 +57,9 @@ class SessionConfig:
     votes: int = 3  # m
     idle_timeout_s: float = 1800.0  # no new turn for this long: close the session
     judge_timeout_s: float = 120.0  # per vote
+    # a vote or teacher call whose worker stopped heartbeating this long is retried elsewhere (the activities beat
+    # every 2 s while their call is in flight), long before judge_timeout_s
+    heartbeat_timeout_s: float = 15.0
     max_turns_per_run: int = 200  # continue-as-new after this many turns (or when the server suggests it)
     judge_queue: str = "openclaw-judge"  # votes, teacher log-probs and sample writes run here
     teacher_temperature: float = 1.0  # OPD teacher log-probs at this temperature (1.0: the paper's; < 1 sharper)

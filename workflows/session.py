@@ -152,7 +152,7 @@ class SessionWorkflow:
                     SessionActivities.teacher_logprobs,
                     TeacherRequest(turn=turn, hint=hint, temperature=cfg.teacher_temperature),
                     task_queue=cfg.judge_queue, start_to_close_timeout=timedelta(seconds=cfg.judge_timeout_s),
-                    retry_policy=IO_RETRY)
+                    heartbeat_timeout=self._heartbeat_timeout(), retry_policy=IO_RETRY)
             result = await workflow.execute_activity_method(
                 SessionActivities.emit_sample,
                 EmitRequest(run=cfg.run, session_id=s.session_id, user=s.user, turn_index=index, turn=turn,
@@ -188,6 +188,15 @@ class SessionWorkflow:
         except Exception as err:  # noqa: BLE001 - the run may not exist yet; its poll will find the sample
             workflow.logger.debug("training run not signalled", extra={"run": run, "error": str(err)})
 
+    def _heartbeat_timeout(self) -> timedelta | None:
+        """Votes and teacher calls heartbeat: a dead worker's call is retried after this, not judge_timeout_s.
+        Histories from before the heartbeats replay without it."""
+        s = self.state
+        assert s is not None
+        if not workflow.patched("judge-heartbeats") or s.config.heartbeat_timeout_s <= 0:
+            return None
+        return timedelta(seconds=s.config.heartbeat_timeout_s)
+
     async def _vote(self, index: int, turn: TurnRef, next_state: list[dict], i: int, kind: str) -> Vote:
         s = self.state
         assert s is not None
@@ -196,7 +205,8 @@ class SessionWorkflow:
                 VOTE_ACTIVITY[kind], JudgeRequest(session_id=s.session_id, turn_index=index, turn=turn,
                                                   next_state=next_state, vote_index=i, kind=kind),
                 task_queue=s.config.judge_queue,
-                start_to_close_timeout=timedelta(seconds=s.config.judge_timeout_s), retry_policy=VOTE_RETRY)
+                start_to_close_timeout=timedelta(seconds=s.config.judge_timeout_s),
+                heartbeat_timeout=self._heartbeat_timeout(), retry_policy=VOTE_RETRY)
         except ActivityError as err:  # a failed vote counts as failed; it never aborts the turn
             return Vote(raw="", score=None, error=str(err.cause or err)[:500])
 

@@ -1,0 +1,74 @@
+"""Votes heartbeat while their judge call is in flight, so a dead worker's vote is retried after the heartbeat timeout
+(seconds), not the vote's whole start-to-close timeout."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from temporalio.testing import ActivityEnvironment
+
+from activities.clients import heartbeating
+from activities.judges import HeuristicJudge
+from activities.session import SessionActivities
+from contracts.session import JudgeRequest, TurnPayload, TurnRef
+
+
+def _request() -> JudgeRequest:
+    turn = TurnRef(request_id="r1", session_id="s1", user="k1", created_at=0.0,
+                   payload=TurnPayload(response_text="The answer is 4.", response_ids=[1, 2]))
+    return JudgeRequest(session_id="s1", turn_index=0, turn=turn,
+                        next_state=[{"role": "user", "content": "thanks, that is right"}], vote_index=0, kind="prm")
+
+
+def test_a_slow_vote_heartbeats_while_its_judge_works(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(heartbeating, "__defaults__", (0.05,))
+    acts = SessionActivities(HeuristicJudge(latency_s=0.4), policy=None, store=None, tokenizer=None)
+    env = ActivityEnvironment()
+    beats: list[tuple] = []
+    env.on_heartbeat = lambda *details: beats.append(details)
+    vote = asyncio.run(env.run(acts.prm_vote, _request()))
+    assert vote.score == 1  # the heuristic judge read the praise
+    assert len(beats) >= 4  # 0.4 s of judging, a beat every 0.05 s
+
+
+def test_a_fast_vote_does_not_heartbeat_and_outside_an_activity_it_is_a_plain_await() -> None:
+    acts = SessionActivities(HeuristicJudge(), policy=None, store=None, tokenizer=None)
+    env = ActivityEnvironment()
+    beats: list[tuple] = []
+    env.on_heartbeat = lambda *details: beats.append(details)
+    assert asyncio.run(env.run(acts.prm_vote, _request())).score == 1 and beats == []
+
+    async def four() -> int:
+        await asyncio.sleep(0.01)
+        return 4
+
+    assert asyncio.run(heartbeating(four(), every_s=0.001)) == 4
+
+
+def test_a_cancelled_vote_cancels_its_judge_call() -> None:
+    started, cancelled = asyncio.Event(), []
+
+    async def slow() -> str:
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        return "never"
+
+    async def go() -> None:
+        env = ActivityEnvironment()
+
+        async def act() -> str:
+            return await heartbeating(slow(), every_s=0.05)
+
+        task = asyncio.ensure_future(env.run(act))
+        await started.wait()
+        env.cancel()
+        with pytest.raises(BaseException):
+            await task
+
+    asyncio.run(go())
+    assert cancelled == [True]
