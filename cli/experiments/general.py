@@ -530,6 +530,8 @@ def general_command(
                        f"{agg['success_after_spread']['min']:.3f}..{agg['success_after_spread']['max']:.3f}), invalid "
                        f"actions {agg['invalid_action_rate_before']:.3f} -> {agg['invalid_action_rate_after']:.3f}, "
                        f"train steps {agg['train_steps']}")
+            for alarm in agg.get("alarms", []):
+                typer.echo(f"  seed {alarm['seed']}: reward hacking suspected: {alarm['message']}")
         typer.echo(f"plot: {summary['plot']}\nresults: {summary['results']}\nquery: {summary['sql']}")
     if summary.get("failed"):
         raise typer.Exit(1)
