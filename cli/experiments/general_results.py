@@ -182,11 +182,9 @@ def plot_general(runs: list[dict[str, Any]], path: Path, steps: int, title: str 
     ax.legend(handles, labels, loc="best", fontsize=7)
     if title:
         ax.set_title(title)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    from cli.experiments.results import save_figure
+
+    return save_figure(fig, path)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -269,8 +267,6 @@ def plot_env_table(rows: list[dict[str, Any]], path: Path, title: str = "general
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=7, loc="best")
     ax.set_title(title)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    from cli.experiments.results import save_figure
+
+    return save_figure(fig, path)

@@ -98,6 +98,13 @@ def plot_curve(rows: list[dict[str, Any]], path: Path, title: str = "") -> Path:
         ax.legend(loc="best")
     if title:
         fig.suptitle(title)
+    return save_figure(fig, path)
+
+
+def save_figure(fig: Any, path: Path) -> Path:
+    """Lay out, write (PNG, 110 dpi; the folder made) and close a matplotlib figure; returns ``path``."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
