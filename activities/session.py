@@ -7,6 +7,7 @@ id, so a retried or replayed activity overwrites the same object instead of addi
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import time
@@ -83,6 +84,10 @@ class SessionActivities(EngineAndJudge):
 
     @activity.defn(name="emit_sample")
     async def emit_sample(self, req: EmitRequest) -> EmitResult:
+        """Write the sample (if any) and the judgement record: store I/O, in a thread, heartbeating meanwhile."""
+        return await heartbeating(asyncio.to_thread(self._emit, req))
+
+    def _emit(self, req: EmitRequest) -> EmitResult:
         from openclaw_rl.samples import Sample, SampleWriter
 
         sid = sample_id_for(req.session_id, req.turn_index)

@@ -57,7 +57,7 @@ class SessionConfig:
     votes: int = 3  # m
     idle_timeout_s: float = 1800.0  # no new turn for this long: close the session
     judge_timeout_s: float = 120.0  # per vote
-    # a vote or teacher call whose worker stopped heartbeating this long is retried elsewhere (the activities beat
+    # a vote, teacher call or sample write whose worker stopped heartbeating this long is retried elsewhere (they beat
     # every 2 s while their call is in flight), long before judge_timeout_s
     heartbeat_timeout_s: float = 15.0
     max_turns_per_run: int = 200  # continue-as-new after this many turns (or when the server suggests it)

@@ -161,7 +161,7 @@ class SessionWorkflow:
                             reward=decision.reward, reason=decision.reason, teacher=teacher),
                 task_queue=cfg.judge_queue,
                 start_to_close_timeout=timedelta(seconds=cfg.judge_timeout_s),
-                retry_policy=IO_RETRY)
+                heartbeat_timeout=self._heartbeat_timeout("emit-heartbeats"), retry_policy=IO_RETRY)
             if result.written:
                 s.samples_emitted += 1
                 await self._notify_trainer(cfg.run)
@@ -188,12 +188,12 @@ class SessionWorkflow:
         except Exception as err:  # noqa: BLE001 - the run may not exist yet; its poll will find the sample
             workflow.logger.debug("training run not signalled", extra={"run": run, "error": str(err)})
 
-    def _heartbeat_timeout(self) -> timedelta | None:
-        """Votes and teacher calls heartbeat: a dead worker's call is retried after this, not judge_timeout_s.
-        Histories from before the heartbeats replay without it."""
+    def _heartbeat_timeout(self, patch: str = "judge-heartbeats") -> timedelta | None:
+        """Votes, teacher calls and sample writes heartbeat: a dead worker's call is retried after this, not after
+        judge_timeout_s. Histories from before the heartbeats (``patch``) replay without it."""
         s = self.state
         assert s is not None
-        if not workflow.patched("judge-heartbeats") or s.config.heartbeat_timeout_s <= 0:
+        if not workflow.patched(patch) or s.config.heartbeat_timeout_s <= 0:
             return None
         return timedelta(seconds=s.config.heartbeat_timeout_s)
 
@@ -219,4 +219,4 @@ class SessionWorkflow:
                         method=s.config.method, emit=False, reason="no next state: session closed"),
             task_queue=s.config.judge_queue,
             start_to_close_timeout=timedelta(seconds=s.config.judge_timeout_s),
-            retry_policy=IO_RETRY)
+            heartbeat_timeout=self._heartbeat_timeout("emit-heartbeats"), retry_policy=IO_RETRY)
