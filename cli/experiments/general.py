@@ -66,8 +66,6 @@ DEFAULT_PPO_EPOCHS = 4
 # The trainer scores tokens at temperature 1 (it never divides the logits by a sampling temperature), so training
 # rollouts sampled at another temperature are off-policy by that much; evaluations may use any (``eval_temperature``).
 TEMPERATURE = 1.0
-STEP_JUDGES = ("heuristic", "content", "llm")  # activities.judges.STEP_JUDGES
-PLACEBO_OPTION = "outcome_placebo"  # activities.episode.PLACEBO_OPTION
 REWARDS = ("outcome", "outcome+process")
 ENVS = ("terminal", "swe", "toolcall", "gui")
 POLICIES = ("engine", "scripted")
@@ -129,6 +127,8 @@ class GeneralConfig:
             raise ValueError("eval_tasks and max_steps must be >= 0")
         if self.ppo_epochs < 1 or self.eval_every < 0:
             raise ValueError("ppo_epochs must be >= 1 and eval_every >= 0")
+        from activities.judges import STEP_JUDGES
+
         if self.step_judge not in STEP_JUDGES:
             raise ValueError(f"unknown step judge {self.step_judge!r}; choose from {', '.join(STEP_JUDGES)}")
         trainer_options(self.trainer)
@@ -193,6 +193,8 @@ class GeneralExperiment:
         cfg, s = self.cfg, self.s
         temperature = cfg.eval_temperature if evaluation and cfg.eval_temperature >= 0 else cfg.temperature
         # the placebo's coin is seeded per run: the two reward modes of one seed flip the same coins
+        from activities.episode import PLACEBO_OPTION
+
         options = {PLACEBO_OPTION: seed + 1} if cfg.placebo and not evaluation else {}
         return EpisodeConfig(env=cfg.env, reward="outcome" if evaluation else reward,
                              votes=0 if evaluation else cfg.votes, max_steps=cfg.max_steps, policy=cfg.policy,
@@ -375,8 +377,8 @@ class GeneralExperiment:
         return status, rollouts, watch["early"]
 
     def finish(self, wall_s: float) -> dict[str, Any]:
-        from cli.experiments.general_results import GENERAL_COLUMNS, plot_general, summarize_general, write_results
-        from cli.experiments.results import RESULT_COLUMNS
+        from cli.experiments.general_results import GENERAL_COLUMNS, plot_general, summarize_general
+        from cli.experiments.results import RESULT_COLUMNS, write_results
 
         results_url = write_results(self.store, self.id, self.rows, self.answers, RESULT_COLUMNS + GENERAL_COLUMNS)
         plot = plot_general(self.runs, self.dir / "curve.png", steps=self.cfg.steps,

@@ -29,18 +29,6 @@ ALARM_EVENT = "reward_hacking_suspected"
 GENERAL_COLUMNS = [("train_reward", "float64")]
 
 
-def write_results(store: Any, experiment: str, rows: list[dict[str, Any]], answers: list[dict[str, Any]],
-                  columns: list[tuple[str, str]]) -> str:
-    """``results.parquet`` (with ``columns``) and ``answers.parquet`` under ``experiments/<id>/``; the results URL."""
-    from cli.experiments.results import _parquet, _table
-
-    key = f"experiments/{experiment}/results.parquet"
-    store.put_bytes(key, _parquet(_table([{name: None for name, _ in columns} | r for r in rows], columns)))
-    if answers:
-        store.put_bytes(f"experiments/{experiment}/answers.parquet", _parquet(_table(answers)))
-    return store.url_for(key)
-
-
 def window_reward(by_version: dict[int, tuple[float, int]], lo: int, hi: int) -> float | None:
     """Mean training reward of the samples of policy versions [lo, hi), from {version: (sum of rewards, count)}."""
     total = [by_version[v] for v in by_version if lo <= v < hi]

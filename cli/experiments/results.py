@@ -40,10 +40,12 @@ def _parquet(table: Any) -> bytes:
     return buf.getvalue()
 
 
-def write_results(store: Any, experiment: str, rows: list[dict[str, Any]], answers: list[dict[str, Any]]) -> str:
-    """Write both tables under ``experiments/<id>/``; returns the results table's URL."""
+def write_results(store: Any, experiment: str, rows: list[dict[str, Any]], answers: list[dict[str, Any]],
+                  columns: list[tuple[str, str]] = RESULT_COLUMNS) -> str:
+    """Write both tables under ``experiments/<id>/`` (the results with ``columns``; a column a row leaves out is
+    null); returns the results table's URL."""
     key = f"experiments/{experiment}/results.parquet"
-    store.put_bytes(key, _parquet(_table(rows, RESULT_COLUMNS)))
+    store.put_bytes(key, _parquet(_table(rows, columns)))
     if answers:
         store.put_bytes(f"experiments/{experiment}/answers.parquet", _parquet(_table(answers)))
     return store.url_for(key)

@@ -194,8 +194,8 @@ def test_results_keep_training_reward_and_held_out_rows(tmp_path: Path):
     import time
 
     from cli.analytics import open_duckdb
-    from cli.experiments.general_results import GENERAL_COLUMNS, write_results
-    from cli.experiments.results import RESULT_COLUMNS
+    from cli.experiments.general_results import GENERAL_COLUMNS
+    from cli.experiments.results import RESULT_COLUMNS, write_results
     from openclaw_rl.store import LocalStore
 
     store = LocalStore(tmp_path / "store")
