@@ -4,5 +4,5 @@
 - ``styles``: solutions and grading comments rendered in the styles the users dislike ("ai", "terse") or want
   ("casual", "friendly_specific"), plus the users' phrasings (requests, hints, complaints);
 - ``scoring``: the deterministic personalization scorer (a rubric stand-in for the paper's LLM evaluator);
-- ``users``: the simulated student and teacher.
+- ``users``: the simulated student, teacher and structured student (the student's homework, the opposite taste).
 """

@@ -11,9 +11,9 @@
   malformed response (``flaw_of``: a calculation without its result, a dropped number, a number from nowhere, a broken
   sentence, no final answer or, for a comment, no verdict) scores 0.
 - Degenerate rate: the share of first responses that are malformed, the reason kept with each answer.
-- Accuracy, student: the final number (``extract_answer``) equals the problem's answer. Teacher: the comment's verdict
-  (``comment_verdict``: does it call the work right or wrong?) agrees with whether the student's work was right; a
-  comment with no readable verdict counts as wrong.
+- Accuracy, student and structured (the same homework, the opposite taste): the final number (``extract_answer``)
+  equals the problem's answer. Teacher: the comment's verdict (``comment_verdict``: does it call the work right or
+  wrong?) agrees with whether the student's work was right; a comment with no readable verdict counts as wrong.
 
 Every request is a side turn (``X-Turn-Type: side``) with its own session id and ``X-Session-Done: 1``: the gateway
 serves and records it, the session workflow forwards it and ends, and nothing is ever trained on it. Requests run

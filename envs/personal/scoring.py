@@ -12,6 +12,14 @@ teacher (wants comments that are specific and friendly) -
     + 0.3 * friendliness (warm phrases: none 0, one 0.5, two or more 1)
     + 0.3 * length (8 words or fewer 0, 40 or more 1, linear between).
     "Correct. Well done!" scores 0.15; a comment walking through the student's steps scores close to 1.
+structured (the same homework, the opposite taste: wants the laid-out answer the student dislikes) -
+    0.5 * numbered steps (list markers "1." / "1)" or "Step 1:" on two or more lines, or on as many as the problem
+          has steps when it has one; half for one where two are needed)
+    + 0.4 * bold final result (the answer's own final number, ``extract_answer``, inside ``**...**``; half for a
+          bold label before a plain number, "**Answer:** 42")
+    + 0.1 * the final result on a short line of its own at the end.
+    Whether that final number is right is task accuracy, not style: a bold wrong number scores as a bold right one.
+    A plain paragraph scores 0; the laid-out write-up of ``styles.render_solution(..., "ai")`` scores 1.
 
 Either rubric counts only a well-formed answer (``personalization_score``: 0 for a malformed one), so that broken text
 cannot score by lacking the features the rubric penalizes. ``find_flaw`` / ``well_formed`` (homework answers) and
@@ -138,6 +146,55 @@ def extract_answer(text: str) -> int | None:
         return int(float(raw))
     except ValueError:
         return None
+
+
+_NUMBERED_LINE = re.compile(r"^\s*(?:#{1,6}\s*)?(?:\*\*)?(?:\d+[.)](?:\*\*)?\s+\S|Step\s+\d+\s*:)", re.M | re.I)
+_SIGNED = re.compile(r"(?:(?<![\w)])(-))?\$?(\d[\d,]*)")  # "-5" is negative, "22-9" a subtraction
+_BOLD = re.compile(r"\*\*(?=\S)([^\n]+?)(?<=\S)\*\*")  # "**7 * 3 = 21**": a product's "*" may be inside
+_BOLD_LABEL = re.compile(r"\*\*\s*(?:final\s+)?(?:answer|result)\s*:?\s*\*\*\s*:?\s*(-?)\$?\s*(\d[\d,]*)", re.I)
+
+
+def _ints(text: str) -> set[int]:
+    """Every number in ``text`` read as an integer, signs and thousands separators kept ("-$1,200" -> -1200)."""
+    return {int(sign + digits.replace(",", "")) for sign, digits in _SIGNED.findall(text)
+            if digits.replace(",", "").isdigit()}
+
+
+def structured_features(text: str, problem: Problem | None = None) -> dict[str, float]:
+    """The structured rubric's parts, each in [0, 1]: ``numbered`` (the steps as a numbered list), ``bold`` (the
+    final result in bold; 0.5 for a bold label before a plain number) and ``result_line`` (the final result on a short
+    line of its own at the end). Kept apart so that the simulated user can say which of them an answer lacks.
+
+    Features are read only from the layout and from the answer's own final number, never from the problem's answer,
+    so that style and accuracy stay separate. ``problem`` only says how many steps a full list needs (a one-step
+    problem's single "1." line is a complete list); without it two are needed.
+    """
+    if not text.strip():
+        return {"numbered": 0.0, "bold": 0.0, "result_line": 0.0}
+    needed = min(2, max(1, len(problem.steps))) if problem is not None else 2
+    lines = len(_NUMBERED_LINE.findall(text))
+    final = extract_answer(text)
+    bold = 0.0
+    if final is not None:
+        if any(final in _ints(m.group(1)) for m in _BOLD.finditer(text)):
+            bold = 1.0
+        elif any(int(m.group(1) + m.group(2).replace(",", "")) == final for m in _BOLD_LABEL.finditer(text)):
+            bold = 0.5
+    body = text.strip()
+    last = body.splitlines()[-1]
+    result_line = final is not None and "\n" in body and final in _ints(last) and len(_plain(last).split()) <= 8
+    return {"numbered": 1.0 if lines >= needed else 0.5 if lines else 0.0, "bold": bold,
+            "result_line": float(result_line)}
+
+
+STRUCTURED_WEIGHTS = {"numbered": 0.5, "bold": 0.4, "result_line": 0.1}
+
+
+def score_structured(text: str, problem: Problem | None = None) -> float:
+    """The structured user's rubric (module docstring): numbered steps, the final result in bold, a result line.
+    Empty text scores 0; a plain paragraph 0; the laid-out write-up the student dislikes 1."""
+    parts = structured_features(text, problem)
+    return round(sum(STRUCTURED_WEIGHTS[name] * value for name, value in parts.items()), 4)
 
 
 _WRONG = re.compile(r"\b(incorrect|not (quite )?(correct|right)|wrong|mistake|should (be|have been)|check (your|the)|"
@@ -465,4 +522,6 @@ def personalization_score(setting: str, text: str, problem: Problem, student_wor
     """The setting's rubric score of a well-formed answer; 0 for a malformed one."""
     if flaw_of(setting, text, problem, student_work, mark) is not None:
         return 0.0
+    if setting == "structured":
+        return score_structured(text, problem)
     return score_teacher(text, problem, student_work) if setting == "teacher" else score_student(text)

@@ -7,6 +7,11 @@ often directive signal (how the answer should have been different), in varied wo
 - `SimulatedStudent` does homework with the agent and does not want it to look AI-written: it dislikes bold text,
   numbered steps, headers and "Answer:" tags; it complains in different ways, sometimes only re-asks, and praises a
   casual answer.
+- `SimulatedStructuredStudent` (setting ``structured``) does the same homework with the opposite taste: it wants the
+  laid-out answer the student dislikes, numbered steps and the final result in bold, and says which of the two is
+  missing ("Please number the steps and put the final answer in bold."), sometimes only re-asks, and thanks the agent
+  when both are there. With two users of opposite taste over the same problems, an experiment can tell an agent
+  that learns its user's preference from one that drifts towards one style whoever asks.
 - `SimulatedTeacher` grades homework with the agent and wants comments that are specific and friendly; it complains
   about terse ones. It marks each piece of work itself (right, or wrong with the right answer) and says so in its
   request; when the comment does not convey that mark it corrects the verdict first, before anything about style.
@@ -39,9 +44,11 @@ from envs.personal.scoring import (
     find_comment_flaw,
     find_flaw,
     personalization_score,
+    score_structured,
     score_student,
     score_teacher,
     stated_steps,
+    structured_features,
 )
 from envs.personal.styles import render_student_work, teacher_mark
 
@@ -93,6 +100,36 @@ _STUDENT_CONFUSED = {
 _STUDENT_REASK = ["Can you do that again? {q}", "hmm, try this one again: {q}", "Again please. {q}"]
 _STUDENT_PRAISE = ["thanks, perfect! that sounds like me", "nice, this is exactly how I'd write it. thanks!",
                    "great, thank you!", "perfect, that looks good."]
+
+_STRUCTURED_OPEN = [
+    "hi, can you help me with this homework problem? {q}", "{q}", "Next one from my worksheet: {q}",
+    "Could you work this out for me? {q}", "ok, here's another one. {q}", "Math homework: {q}",
+]
+# by what the answer lacks: the numbered steps, the bold final result, or both. Each says it is not what the user
+# wants in words the judge reads as a complaint, and what to change in a sentence it takes as the hint.
+_STRUCTURED_COMPLAIN = {
+    "both": [
+        "Hmm, that's not what I asked for. Please number the steps and put the final answer in bold.",
+        "I hate reading one long paragraph. Write it as numbered steps, one calculation per line, and make the final "
+        "answer bold.",
+        "That's too bland for my notes. Please use a numbered list for the steps and put the final result in bold.",
+        "I need more structure than that. Number each step and write the final answer in bold so I can find it.",
+        "That's not what I want: please lay it out as numbered steps and give the final answer in bold at the end.",
+    ],
+    "numbered": [
+        "That's not what I asked for: please number the steps, one calculation per line.",
+        "I dislike answers in one paragraph. Please write the steps as a numbered list (1., 2., ...).",
+        "Almost, but I need more structure: please number each step on its own line.",
+    ],
+    "bold": [
+        "That isn't quite right for my notes: please put the final answer in bold.",
+        "I need more than that: make the final answer bold so it stands out.",
+        "Close, but that's not what I want: write the final result in bold at the end.",
+    ],
+}
+_STRUCTURED_REASK = ["Can you do that one again? {q}", "hmm, try again please: {q}", "Again, please. {q}"]
+_STRUCTURED_PRAISE = ["Perfect, thanks! That's exactly how I like it laid out.", "great, easy to follow. thank you!",
+                      "Nice and clear, thanks!", "that's perfect, thank you!"]
 
 _TEACHER_OPEN = [
     "Can you write a grading comment for my student?\n\nProblem: {q}\n\nStudent's work:\n{work}\n\n{mark}",
@@ -172,6 +209,48 @@ class SimulatedStudent:
         if self.rng.random() < self.reask_rate:
             return Reaction(self.rng.choice(_STUDENT_REASK).format(q=problem.question), "reask", False)
         return Reaction(self.rng.choice(_STUDENT_COMPLAIN), "complaint", False)
+
+
+class SimulatedStructuredStudent:
+    """The student's homework with the opposite taste (a simulation): numbered steps and the final result in bold.
+
+    It shares the student's problems, re-ask rate and reaction to malformed text (garbled text confuses any reader
+    alike), and differs only in what it asks for, so the two settings differ in preference alone.
+    """
+
+    setting = "structured"
+    preference = ("answers laid out as numbered steps, one calculation per step, with the final result in bold "
+                  "(e.g. **42**)")
+
+    def __init__(self, seed: int = 0, reask_rate: float = 0.15) -> None:
+        self.rng = random.Random(seed)
+        self.reask_rate = reask_rate
+
+    def opening(self, problem: Problem) -> str:
+        return self.rng.choice(_STRUCTURED_OPEN).format(q=problem.question)
+
+    def score(self, problem: Problem, answer: str) -> float:
+        return personalization_score("structured", answer, problem)
+
+    def missing(self, problem: Problem, answer: str) -> str:
+        """What the layout lacks, as a key of ``_STRUCTURED_COMPLAIN`` ("" when it has both): read from the rubric's
+        own parts, so that a complaint never asks for a feature the answer already has."""
+        parts = structured_features(answer, problem)
+        lacking = [name for name in ("numbered", "bold") if parts[name] < 1.0]
+        return "both" if len(lacking) == 2 else lacking[0] if lacking else ""
+
+    def react(self, problem: Problem, answer: str) -> Reaction:
+        # below SATISFIED_AT a well-formed answer lacks the list or the bold result (their weights add up to 0.9)
+        lacking = self.missing(problem, answer) if score_structured(answer, problem) < SATISFIED_AT else ""
+        flaw = find_flaw(answer, problem)
+        if flaw is not None:
+            style = self.rng.choice(_STRUCTURED_COMPLAIN[lacking]) if lacking else ""
+            return confused(self.rng, _STUDENT_CONFUSED, flaw, style)
+        if self.score(problem, answer) >= SATISFIED_AT:
+            return Reaction(self.rng.choice(_STRUCTURED_PRAISE), "praise", True)
+        if self.rng.random() < self.reask_rate:
+            return Reaction(self.rng.choice(_STRUCTURED_REASK).format(q=problem.question), "reask", False)
+        return Reaction(self.rng.choice(_STRUCTURED_COMPLAIN[lacking]), "complaint", False)
 
 
 class SimulatedTeacher:
@@ -265,9 +344,14 @@ def closest_step(wrong: str, steps: list[str]) -> str:
     return max(steps, key=alike)  # the first of equally alike ones
 
 
-def make_user(setting: str, seed: int = 0) -> SimulatedStudent | SimulatedTeacher:
+SETTINGS = ("student", "teacher", "structured")
+
+
+def make_user(setting: str, seed: int = 0) -> SimulatedStudent | SimulatedTeacher | SimulatedStructuredStudent:
     if setting == "student":
         return SimulatedStudent(seed)
     if setting == "teacher":
         return SimulatedTeacher(seed)
-    raise ValueError(f"unknown setting {setting!r}; expected 'student' or 'teacher'")
+    if setting == "structured":
+        return SimulatedStructuredStudent(seed)
+    raise ValueError(f"unknown setting {setting!r}; expected one of {', '.join(map(repr, SETTINGS))}")
