@@ -30,6 +30,20 @@ def serve(
         "--sampling-defaults", help="what an OpenAI request leaves out of temperature/top_p/top_k: the model's "
                                     "generation_config.json (model) or 1/1/none (openai); default: settings "
                                     "(SGLang's flag)")] = None,
+    enable_lora: Annotated[bool, typer.Option(
+        "--enable-lora", envvar="OPENCLAW_ENGINE_ENABLE_LORA",
+        help="serve LoRA adapters (/load_lora_adapter, lora_path in /generate; SGLang's flag)")] = False,
+    max_loras_per_batch: Annotated[int, typer.Option(
+        "--max-loras-per-batch", min=1, help="distinct adapters in the running batch; requests of one more wait")] = 8,
+    max_loaded_loras: Annotated[int, typer.Option(
+        "--max-loaded-loras", min=1, help="adapters kept in memory; using one more evicts the least recently "
+                                          "used one no request uses (read again from its folder when next used)")] = 16,
+    lora_paths: Annotated[list[str] | None, typer.Option(
+        "--lora-paths", help="an adapter to load at start (repeatable): NAME=PATH, PATH, or SGLang's JSON form; "
+                             "PATH may be a store URL; implies --enable-lora")] = None,
+    data_dir: Annotated[Path | None, typer.Option(
+        "--data-dir", help="where checkpoints and adapters fetched from a store URL are kept; "
+                           "default: <runtime_dir>/engine")] = None,
 ) -> None:
     """Serve a model over SGLang's native HTTP API (subset) with continuous batching and hot weight swaps."""
     import uvicorn
@@ -48,6 +62,8 @@ def serve(
                           weight_version=weight_version, served_model_name=served_model_name, api_key=api_key,
                           threads=threads, incremental_streaming_output=incremental_streaming_output,
                           prefix_cache=not disable_radix_cache,
-                          sampling_defaults=sampling_defaults or s.sampling_defaults)
+                          sampling_defaults=sampling_defaults or s.sampling_defaults, enable_lora=enable_lora,
+                          max_loras_per_batch=max_loras_per_batch, max_loaded_loras=max_loaded_loras,
+                          lora_paths=list(lora_paths or []), data_dir=data_dir)
     uvicorn.run(create_app(config), host=host or s.engine_host, port=port or s.engine_port, log_level="warning",
                 access_log=False)

@@ -2,6 +2,9 @@
 
 Scoring a given continuation is ``max_new_tokens=0`` with ``return_logprob`` and ``logprob_start_len``: the prompt
 log-probs come back in ``meta_info.input_token_logprobs`` with SGLang's convention (first entry's log-prob is null).
+
+``lora_path`` names a loaded LoRA adapter (one name for the batch, or one per prompt, null for the base model), as in
+SGLang; ``meta_info.weight_version`` is then the adapter's version and ``meta_info.lora_name`` its name.
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from engine.lora_registry import NoRoom, UnknownAdapter
 from engine.request import Req
 from engine.sampling import SamplingConfig
 from engine.schemas import GenerateReqInput, SamplingParamsInput
-from engine.state import BadRequest, EngineState, State, check_api_key, parse
+from engine.state import BadRequest, EngineState, State, Unavailable, check_api_key, parse
 
 router = APIRouter(dependencies=[Depends(check_api_key)])
 DEFAULT_MAX_NEW_TOKENS = 128
@@ -29,8 +33,7 @@ DEFAULT_MAX_NEW_TOKENS = 128
 async def generate(request: Request, state: State):  # noqa: ANN201 - JSON or SSE
     body = await parse(request, GenerateReqInput)
     reqs, single = build_reqs(body, state)
-    for r in reqs:
-        state.scheduler.submit(r)
+    await submit(reqs, state)
     state.counters["requests"] += len(reqs)
     if body.stream:
         return StreamingResponse(_sse(reqs, state, batch=not single), media_type="text/event-stream")
@@ -44,6 +47,39 @@ def _per_item(value: Any, batch: int, name: str) -> list[Any]:
             raise BadRequest(f"{name} has {len(value)} entries for a batch of {batch}")
         return value
     return [value] * batch
+
+
+def lora_name(name: str | None, state: EngineState, field: str = "lora_path") -> str | None:
+    """A requested adapter name, checked: registered, and LoRA enabled at all (else a 400 naming ``field``)."""
+    if name is None:
+        return None
+    if state.lora is None:
+        raise BadRequest(f"{field}: LoRA is not enabled on this engine (start it with --enable-lora)")
+    if not name:
+        raise BadRequest(f"{field}: an adapter name must not be empty (null serves the base model)")
+    try:
+        state.lora.check(name)
+    except UnknownAdapter as exc:
+        raise BadRequest(f"{field}: {exc}") from None
+    return name
+
+
+async def submit(reqs: list[Req], state: EngineState) -> None:
+    """Give each request the adapter it names (reading an evicted one back into memory) and queue them all."""
+    names = [r.lora_name for r in reqs]
+    if state.lora is None or not any(names):
+        for r in reqs:
+            state.scheduler.submit(r)
+        return
+    try:
+        async with state.lora.use(names) as adapters:
+            for r, adapter in zip(reqs, adapters):
+                r.adapter = adapter
+                state.scheduler.submit(r)
+    except NoRoom as exc:
+        raise Unavailable(str(exc)) from None
+    except ValueError as exc:  # unloaded meanwhile (UnknownAdapter), or its folder could not be read again
+        raise BadRequest(f"lora_path: {exc}") from None
 
 
 def _prompts(body: GenerateReqInput, state: EngineState) -> tuple[list[list[int]], bool]:
@@ -101,6 +137,7 @@ def build_reqs(body: GenerateReqInput, state: EngineState) -> tuple[list[Req], b
     want_lp = _per_item(body.return_logprob, batch, "return_logprob")
     starts = _per_item(body.logprob_start_len, batch, "logprob_start_len")
     tops = _per_item(body.top_logprobs_num, batch, "top_logprobs_num")
+    loras = [lora_name(name, state) for name in _per_item(body.lora_path, batch, "lora_path")]
     rids = _rids(body.rid, batch, n, single)
     reqs = []
     for k in range(n):
@@ -115,7 +152,7 @@ def build_reqs(body: GenerateReqInput, state: EngineState) -> tuple[list[Req], b
                 input_ids=list(prompt), sampling=_sampling(params[i], len(prompt), state), rid=rids[k * batch + i],
                 return_logprob=bool(want_lp[i]), logprob_start_len=start, top_logprobs_num=top,
                 return_text_in_logprobs=body.return_text_in_logprobs, stream=body.stream,
-                incremental=state.config.incremental_streaming_output))
+                incremental=state.config.incremental_streaming_output, lora_name=loras[i]))
     return reqs, single and n == 1
 
 

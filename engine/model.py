@@ -22,9 +22,13 @@ import itertools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
+
+if TYPE_CHECKING:
+    from engine.lora import LoraBatch
 
 
 @dataclass(frozen=True)
@@ -251,6 +255,13 @@ def _proj(h: torch.Tensor, weight: torch.Tensor, group: torch.Tensor | None, gro
     return y.gather(-2, index).squeeze(-2)
 
 
+def _proj_lora(h: torch.Tensor, weight: torch.Tensor, group: torch.Tensor | None, groups: int,
+               lora: LoraBatch | None, kind: str, layer: int) -> torch.Tensor:
+    """``_proj`` plus, with ``lora``, each row's adapter delta for fused projection ``kind`` of ``layer``."""
+    y = _proj(h, weight, group, groups)
+    return y if lora is None else lora.apply(kind, layer, h, y)
+
+
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     half = x.shape[-1] // 2
     rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
@@ -258,11 +269,13 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
 
 
 def forward(w: Weights, cache: KVCache, slots: list[int], input_ids: torch.Tensor, starts: list[int],
-            group: torch.Tensor | None = None) -> torch.Tensor:
+            group: torch.Tensor | None = None, lora: LoraBatch | None = None) -> torch.Tensor:
     """Run ``input_ids (B, T)`` for ``slots`` whose first new token sits at position ``starts[b]``.
 
     Writes keys/values into the cache and returns the final-norm hidden states ``(B, T, H)``; the caller applies
     ``lm_head`` only where it needs logits. With a ``mix``ed ``w``, ``group (B,)`` says which checkpoint each row uses.
+    With ``lora`` (engine/lora.py) each row's adapter, if it has one, adds its delta to the fused projections; it is
+    added after a mixed projection picked the row's checkpoint, so the two compose.
     """
     cfg, g = w.config, w.groups
     bsz, seq = input_ids.shape
@@ -286,7 +299,7 @@ def forward(w: Weights, cache: KVCache, slots: list[int], input_ids: torch.Tenso
     x = F.embedding(input_ids, w.embed)  # (B, T, H)
     for i, lw in enumerate(w.layers):
         h = _norm(x, lw.ln1, eps, group)
-        q, k, v = _proj(h, lw.qkv, group, g).split([nh * d, nkv * d, nkv * d], dim=-1)
+        q, k, v = _proj_lora(h, lw.qkv, group, g, lora, "qkv", i).split([nh * d, nkv * d, nkv * d], dim=-1)
         q = _norm(q.view(bsz, seq, nh, d), lw.q_norm, eps, group).transpose(1, 2)  # (B, nh, T, d)
         k = _norm(k.view(bsz, seq, nkv, d), lw.k_norm, eps, group).transpose(1, 2)  # (B, nkv, T, d)
         q, k = _rotate(torch.cat((q, k), dim=1), cos, sin).split([nh, nkv], dim=1)  # one rotary pass for both
@@ -297,9 +310,9 @@ def forward(w: Weights, cache: KVCache, slots: list[int], input_ids: torch.Tenso
         keys = cache.k[i][slot_idx, :, kv_lo:kv_len]  # (B, nkv, K, d)
         values = cache.v[i][slot_idx, :, kv_lo:kv_len]
         attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=masks[windows[i]], enable_gqa=nkv != nh)
-        x = x + _proj(attn.transpose(1, 2).reshape(bsz, seq, nh * d), lw.o, group, g)
-        gate, up = _proj(_norm(x, lw.ln2, eps, group), lw.gate_up, group, g).chunk(2, dim=-1)
-        x = x + _proj(F.silu(gate) * up, lw.down, group, g)
+        x = x + _proj_lora(attn.transpose(1, 2).reshape(bsz, seq, nh * d), lw.o, group, g, lora, "o", i)
+        gate, up = _proj_lora(_norm(x, lw.ln2, eps, group), lw.gate_up, group, g, lora, "gate_up", i).chunk(2, dim=-1)
+        x = x + _proj_lora(F.silu(gate) * up, lw.down, group, g, lora, "down", i)
     return _norm(x, w.norm, eps, group)
 
 

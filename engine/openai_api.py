@@ -2,6 +2,11 @@
 
 The prompt is the model's chat template rendered with ``add_generation_prompt``; each choice is one ``Req``.
 The weight version that produced a reply is in ``metadata.weight_version``.
+
+LoRA adapters, as SGLang: ``model`` of the form ``"<served model name>:<adapter name>"`` selects a loaded adapter, and
+so does ``model`` set to an adapter's name alone (its ``id`` in ``/v1/models``) or an explicit ``lora_path`` (which
+``model`` overrides when both name one). ``metadata.lora_name`` names the adapter used, and ``metadata.weight_version``
+is then its version. ``/v1/models`` lists each registered adapter after the base model, with ``parent`` the base.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from engine.generate import DEFAULT_MAX_NEW_TOKENS, abort_unfinished, wait_finished
+from engine.generate import DEFAULT_MAX_NEW_TOKENS, abort_unfinished, lora_name, submit, wait_finished
 from engine.request import Req
 from engine.sampling import SamplingConfig
 from engine.schemas import ChatCompletionRequest
@@ -27,9 +32,31 @@ _FINISH = {"stop": "stop", "length": "length", "abort": "abort"}
 
 @router.get("/v1/models")
 async def models(state: State) -> dict[str, Any]:
-    return {"object": "list", "data": [{
-        "id": state.config.model_name, "object": "model", "created": int(time.time()), "owned_by": "openclaw-rl",
-        "root": str(state.config.model_path), "max_model_len": state.context_len}]}
+    created, base = int(time.time()), state.config.model_name
+    data = [{"id": base, "object": "model", "created": created, "owned_by": "openclaw-rl",
+             "root": str(state.config.model_path), "max_model_len": state.context_len}]
+    if state.lora is not None:
+        data += [{"id": name, "object": "model", "created": created, "owned_by": "openclaw-rl", "root": e.source,
+                  "parent": base, "max_model_len": state.context_len, "weight_version": e.version}
+                 for name, e in state.lora.entries.items()]
+    return {"object": "list", "data": data}
+
+
+def _adapter(body: ChatCompletionRequest, state: EngineState) -> str | None:
+    """The adapter a chat request names: ``model`` as ``<base>:<adapter>`` (or an adapter's own name), else
+    ``lora_path``. Without LoRA enabled, a ``model`` that is not ``<base>:...`` is ignored, as before."""
+    model, base = body.model, state.config.model_name
+    from_model = None
+    if model and model != base:
+        if model.startswith(base + ":"):
+            from_model = model[len(base) + 1:]
+        elif state.lora is not None and model in state.lora.entries:
+            from_model = model
+        elif state.lora is not None and ":" in model:
+            from_model = model.split(":", 1)[1]
+    if from_model is not None:
+        return lora_name(from_model, state, "model")
+    return lora_name(body.lora_path, state)
 
 
 def _reqs(body: ChatCompletionRequest, state: EngineState) -> list[Req]:
@@ -38,6 +65,7 @@ def _reqs(body: ChatCompletionRequest, state: EngineState) -> list[Req]:
     except Exception as exc:  # noqa: BLE001 - a template error is the caller's input problem
         raise BadRequest(f"could not apply the chat template: {exc}") from None
     prompt = state.tokenizer.encode(prompt_text)
+    adapter = _adapter(body, state)
     ctx = state.context_len
     max_new = body.max_completion_tokens or body.max_tokens
     if max_new is None:
@@ -54,7 +82,7 @@ def _reqs(body: ChatCompletionRequest, state: EngineState) -> list[Req]:
                                   stop_token_ids=list(body.stop_token_ids or []), ignore_eos=body.ignore_eos,
                                   skip_special_tokens=body.skip_special_tokens, seed=seed)
         reqs.append(Req(input_ids=list(prompt), sampling=sampling, return_logprob=body.logprobs,
-                        top_logprobs_num=top, stream=body.stream, incremental=False))
+                        top_logprobs_num=top, stream=body.stream, incremental=False, lora_name=adapter))
     return reqs
 
 
@@ -76,8 +104,7 @@ def _logprobs(out: dict[str, Any], state: EngineState, start: int = 0) -> dict[s
 async def chat_completions(request: Request, state: State):  # noqa: ANN201 - JSON or SSE
     body = await parse(request, ChatCompletionRequest)
     reqs = _reqs(body, state)
-    for r in reqs:
-        state.scheduler.submit(r)
+    await submit(reqs, state)
     state.counters["requests"] += len(reqs)
     cid, created, name = f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), body.model or state.config.model_name
     if body.stream:
@@ -92,7 +119,13 @@ async def chat_completions(request: Request, state: State):  # noqa: ANN201 - JS
     return JSONResponse({
         "id": cid, "object": "chat.completion", "created": created, "model": name, "choices": choices,
         "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
-        "metadata": {"weight_version": outs[0]["meta_info"]["weight_version"]}})
+        "metadata": _metadata(outs[0])})
+
+
+def _metadata(out: dict[str, Any]) -> dict[str, Any]:
+    meta = out["meta_info"]
+    return {"weight_version": meta["weight_version"], **({"lora_name": meta["lora_name"]} if "lora_name" in meta
+                                                          else {})}
 
 
 async def _stream(reqs: list[Req], state: EngineState, cid: str, created: int, name: str,
@@ -103,7 +136,7 @@ async def _stream(reqs: list[Req], state: EngineState, cid: str, created: int, n
 
     sent_text = [0] * len(reqs)
     sent_tok = [0] * len(reqs)
-    completion, version = 0, None
+    completion, metadata = 0, None
     try:
         yield chunk([{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
                       "finish_reason": None} for i in range(len(reqs))])
@@ -117,15 +150,15 @@ async def _stream(reqs: list[Req], state: EngineState, cid: str, created: int, n
                 if delta or fin is not None:
                     yield chunk([{"index": i, "delta": {"content": delta} if delta else {}, "logprobs": lp,
                                   "finish_reason": _FINISH[fin["type"]] if fin else None}],
-                                metadata={"weight_version": out["meta_info"]["weight_version"]})
+                                metadata=_metadata(out))
                 if fin is not None:
                     completion += out["meta_info"]["completion_tokens"]
-                    version = out["meta_info"]["weight_version"]
+                    metadata = _metadata(out)
                     break
         if usage:
             prompt = len(reqs[0].input_ids)
             yield chunk([], usage={"prompt_tokens": prompt, "completion_tokens": completion,
-                                   "total_tokens": prompt + completion}, metadata={"weight_version": version})
+                                   "total_tokens": prompt + completion}, metadata=metadata)
         yield b"data: [DONE]\n\n"
     finally:
         abort_unfinished(reqs, state, "client disconnected")

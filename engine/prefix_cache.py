@@ -1,13 +1,16 @@
 """Prefix caching over the runner's KV slots, in the spirit of SGLang's radix cache.
 
-A slot keeps its keys/values after its request finishes, together with the token ids they belong to and the weight
-load that computed them. A new request takes the slot whose kept tokens share the longest prefix with its prompt, so
-only the rest of the prompt is computed: a chat's system prompt and earlier turns are computed once. When the best
-match sits in a slot that a running request holds, the matched prefix is copied into a free slot instead (two requests
-of one session at once: a reply and a side request).
+A slot keeps its keys/values after its request finishes, together with the token ids they belong to and what
+computed them: the base weight load and the LoRA adapter read, if any (``Req.cache_key``). A new request takes the
+slot whose kept tokens share the longest prefix with its prompt, so only the rest of the prompt is computed: a chat's
+system prompt and earlier turns are computed once. When the best match sits in a slot that a running request holds,
+the matched prefix is copied into a free slot instead (two requests of one session at once: a reply and a side
+request).
 
 Rules that keep outputs exact:
-- a match counts only on the same weight load (``Weights.uid``): a weight swap invalidates every kept prefix;
+- a match counts only on the same weight load (``Weights.uid``) and the same adapter read (``LoraAdapter.uid``, 0
+  without one): a weight swap invalidates every kept prefix, and keys/values computed with one adapter (or a version
+  of it, or none) are never reused under another;
 - at least the prompt's last token is computed (its logits give the first sampled token);
 - when prompt log-probs are asked from ``logprob_start_len``, nothing from that position on is reused (its hidden
   states are needed).
@@ -44,7 +47,7 @@ def common_prefix(a: torch.Tensor, b: torch.Tensor) -> int:
 @dataclass
 class _Kept:
     tokens: torch.Tensor  # ids whose keys/values are valid at positions 0..len-1
-    uid: int  # Weights.uid of the load that computed them
+    key: tuple[int, int]  # Req.cache_key() of the request that computed them: (Weights.uid, LoraAdapter.uid or 0)
     used: float  # monotonic time of the last release
 
 
@@ -68,7 +71,7 @@ class SlotPool:
             limit = min(limit, req.logprob_start_len)
         return limit
 
-    def _best(self, req: Req, uid: int) -> tuple[int | None, int, bool]:
+    def _best(self, req: Req, key: tuple[int, int]) -> tuple[int | None, int, bool]:
         """(slot, reusable tokens, whether a running request holds it) of the longest match for ``req``'s prompt."""
         ids, limit = req.ids_tensor(), self._limit(req)
         best, best_len, best_busy = None, 0, False
@@ -76,36 +79,36 @@ class SlotPool:
             return best, best_len, best_busy
         for slot in self.idle:
             kept = self.kept.get(slot)
-            if kept is not None and kept.uid == uid:
+            if kept is not None and kept.key == key:
                 n = min(common_prefix(ids, kept.tokens), limit)
                 if n > best_len:
                     best, best_len, best_busy = slot, n, False
         for slot, other in self.busy.items():
-            if other.weights is not None and other.weights.uid == uid and other.prefilled > best_len:
+            if other.weights is not None and other.cache_key() == key and other.prefilled > best_len:
                 n = min(common_prefix(ids, other.ids_tensor()[: other.prefilled]), limit)
                 if n > best_len:
                     best, best_len, best_busy = slot, n, True
         return best, best_len, best_busy
 
-    def should_wait(self, req: Req, uid: int) -> bool:
+    def should_wait(self, req: Req, key: tuple[int, int]) -> bool:
         """Whether a running request is still computing a prefix ``req`` shares (at least ``WAIT_GAIN`` tokens more
         than can be reused now): admitted a step or two later, ``req`` copies it instead of computing it again."""
         filling = [o for o in self.busy.values()
-                   if o.weights is not None and o.weights.uid == uid and not o.prefill_done]
+                   if o.weights is not None and o.cache_key() == key and not o.prefill_done]
         if not self.enabled or not filling:  # the common case: nothing to wait for, no match search
             return False
         ids, limit = req.ids_tensor(), self._limit(req)
-        _, now, _ = self._best(req, uid)
+        _, now, _ = self._best(req, key)
         for other in filling:
             n = min(common_prefix(ids, other.ids_tensor()), limit)
             if n - now >= WAIT_GAIN and other.prefilled < n:
                 return True
         return False
 
-    def acquire(self, req: Req, uid: int) -> None:
+    def acquire(self, req: Req, key: tuple[int, int]) -> None:
         """Give ``req`` a slot; sets ``req.slot``, ``req.cached`` and, for a copy, ``req.copy_from``."""
         assert self.idle, "no free slot"
-        best, best_len, best_busy = self._best(req, uid)
+        best, best_len, best_busy = self._best(req, key)
         # An idle match is taken over only when the request continues all of it (the next turn of a chat); one that
         # branches off inside it (a side request, a scoring prompt with a hint) copies the shared part instead, so
         # the kept sequence stays whole for the turn that will continue it.
@@ -138,7 +141,7 @@ class SlotPool:
         valid = req.kv_len()
         if self.enabled and valid > 0 and req.weights is not None:
             ids = req.input_ids + req.output_ids
-            self.kept[slot] = _Kept(torch.tensor(ids[:valid], dtype=torch.int32), req.weights.uid, time.monotonic())
+            self.kept[slot] = _Kept(torch.tensor(ids[:valid], dtype=torch.int32), req.cache_key(), time.monotonic())
         req.slot = None
 
     def flush(self) -> int:

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from engine.lora import LoraAdapter
 from engine.model import Weights
 from engine.sampling import SamplingConfig
 
@@ -32,8 +33,10 @@ class Req:
     return_text_in_logprobs: bool = False
     stream: bool = False
     incremental: bool = False  # stream deltas instead of SGLang's default cumulative chunks
+    lora_name: str | None = None  # the LoRA adapter asked for (``lora_path``); ``adapter`` is set when it is submitted
     # state
     weights: Weights | None = None
+    adapter: LoraAdapter | None = None  # held until the request finishes, even if its name is reloaded or unloaded
     slot: int | None = None
     cached: int = 0  # prompt tokens whose keys/values were reused from the prefix cache
     prefilled: int = 0  # prompt tokens whose keys/values are in the slot (prefill runs in chunks across steps)
@@ -68,6 +71,17 @@ class Req:
     @property
     def prefill_done(self) -> bool:
         return self.prefilled >= len(self.input_ids)
+
+    def cache_key(self) -> tuple[int, int]:
+        """What computed this request's keys/values: its base weight load and its adapter read (0: none)."""
+        assert self.weights is not None
+        return self.weights.uid, self.adapter.uid if self.adapter is not None else 0
+
+    @property
+    def version(self) -> str:
+        """The version reported for this request: its adapter's when it has one, else its base weights'."""
+        assert self.weights is not None
+        return self.adapter.version if self.adapter is not None else self.weights.version
 
     def ids_tensor(self) -> torch.Tensor:
         """The prompt as an int32 tensor (for prefix matching), built once."""
@@ -127,9 +141,12 @@ class Req:
         n = len(ids)
         meta: dict[str, Any] = {
             "id": self.rid, "finish_reason": self.finish, "prompt_tokens": len(self.input_ids),
-            "completion_tokens": n, "cached_tokens": self.cached, "weight_version": self.weights.version,
-            "weight_versions": [{"version": self.weights.version, "start": 0, "end": n}],
+            "completion_tokens": n, "cached_tokens": self.cached, "weight_version": self.version,
+            "weight_versions": [{"version": self.version, "start": 0, "end": n}],
         }
+        if self.adapter is not None:
+            meta["lora_name"] = self.adapter.name
+            meta["base_weight_version"] = self.weights.version
         if self.return_logprob:
             tok_text = token_text if self.return_text_in_logprobs else (lambda _t: None)
             meta["input_token_logprobs"] = [[lp, t, tok_text(t)] for lp, t in zip(

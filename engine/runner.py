@@ -5,6 +5,10 @@ a new request starts from the longest cached prefix of its prompt, so only the r
 Each request stays on the weight set it was admitted with. While an update drains, the decode step still runs one
 forward: the old and new sets are ``mix``ed and each row picks its own (see engine/model.py), so a swap does not
 double the step time. Prefill never mixes: a step admits requests on the current set only.
+
+Requests with different LoRA adapters (or none) share every forward, prefill and decode: each forward gets a
+``LoraBatch`` (engine/lora.py) that adds each row's own adapter delta. Prefill rows are ordered by adapter, so that each
+adapter's rows are one contiguous slice of the batch.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from engine.lora import LoraBatcher
 from engine.model import KVCache, Weights, forward, logits, mix
 from engine.prefix_cache import SlotPool
 from engine.request import Req
@@ -60,19 +65,19 @@ class Runner:
         self.cache = KVCache(weights.config, slots, context_len, dtype)
         self.pool = SlotPool(slots, enabled=prefix_cache)
         self._mixed: tuple[list[Weights], Weights] | None = None
+        self.lora = LoraBatcher()
 
     @property
     def free_slots(self) -> int:
         return self.pool.free
 
     def acquire(self, req: Req) -> None:
-        """A slot for ``req`` (pinned to its weights already), reusing the longest cached prefix of its prompt."""
-        assert req.weights is not None
-        self.pool.acquire(req, req.weights.uid)
+        """A slot for ``req`` (pinned to its weights and adapter already), reusing the longest cached prefix of its
+        prompt computed by the same weights and adapter."""
+        self.pool.acquire(req, req.cache_key())
 
     def should_wait(self, req: Req) -> bool:
-        assert req.weights is not None
-        return self.pool.should_wait(req, req.weights.uid)
+        return self.pool.should_wait(req, req.cache_key())
 
     def release(self, req: Req) -> None:
         self.pool.release(req)
@@ -92,9 +97,12 @@ class Runner:
         """The next ``n`` prompt tokens of each request, from where its prefill stands (after any cached prefix)."""
         w = rows[0][0].weights
         assert w is not None
+        rows = sorted(rows, key=lambda row: row[0].adapter.uid if row[0].adapter is not None else 0)
         width = max(n for _, n in rows)
         ids = torch.tensor([r.input_ids[r.prefilled:r.prefilled + n] + [0] * (width - n) for r, n in rows])
-        hidden = forward(w, self.cache, [r.slot for r, _ in rows], ids, [r.prefilled for r, _ in rows])  # (B, T, H)
+        lora = self.lora.batch([r.adapter for r, _ in rows], width)
+        hidden = forward(w, self.cache, [r.slot for r, _ in rows], ids, [r.prefilled for r, _ in rows],
+                         lora=lora)  # (B, T, H)
         for b, (r, n) in enumerate(rows):
             if r.return_logprob and r.logprob_start_len >= 0:
                 self._input_logprobs(r, hidden[b, :n], r.prefilled)
@@ -109,7 +117,8 @@ class Runner:
             self._sample_append([rows[b][0] for b in todo], logits(w, last))
 
     def _decode(self, reqs: list[Req]) -> None:
-        """One token for every running request, in one forward even when they are pinned to different weights."""
+        """One token for every running request, in one forward even when they are pinned to different weights or use
+        different adapters."""
         sets: list[Weights] = []
         for r in reqs:
             if not any(r.weights is s for s in sets):
@@ -121,7 +130,8 @@ class Runner:
         else:
             self._mixed = None
         ids = torch.tensor([[r.output_ids[-1]] for r in reqs])
-        hidden = forward(w, self.cache, [r.slot for r in reqs], ids, [r.seq_len - 1 for r in reqs], group)
+        hidden = forward(w, self.cache, [r.slot for r in reqs], ids, [r.seq_len - 1 for r in reqs], group,
+                         lora=self.lora.batch([r.adapter for r in reqs], 1))
         self._sample_append(reqs, logits(w, hidden[:, 0], group))
 
     def _mix(self, sets: list[Weights]) -> Weights:
@@ -141,7 +151,8 @@ class Runner:
     def _input_logprobs(self, r: Req, hidden: torch.Tensor, at: int) -> None:
         """SGLang's convention: entries for prompt positions ``start..L-1``; the first is None (its predicting
         position is not computed), entry i>0 is log p(token[start+i] | tokens before it). ``hidden (n, H)`` holds
-        positions ``at..at+n-1`` of the prompt (one chunk of its prefill); entries are appended chunk by chunk."""
+        positions ``at..at+n-1`` of the prompt (one chunk of its prefill); entries are appended chunk by chunk. The
+        hidden states already carry the request's adapter, if any (lm_head is never a LoRA target)."""
         start, n = r.logprob_start_len, len(r.input_ids)
         if not r.input_logprobs:
             r.input_logprobs, r.input_top = [None], [None]

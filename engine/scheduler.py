@@ -12,6 +12,12 @@ after the swap use the new set. A response therefore always comes from exactly o
 ``meta_info.weight_version`` (and as a single span in ``meta_info.weight_versions``, SGLang's per-token-span field).
 No request is paused, retried or failed by an update, and while the old set drains the decode step is still one
 forward over both (engine/runner.py), so requests overlapping an update are barely slower.
+
+LoRA adapters: a request carries its adapter from submission (engine/lora_registry.py) and keeps it to the end, the
+same way it keeps its base weights. The running batch holds requests of at most ``max_adapters`` distinct adapters
+(SGLang's ``--max-loras-per-batch``; requests without one do not count): a waiting request whose adapter would be one
+more stays in the queue, and requests behind it that fit are admitted meanwhile. An adapter applies to whichever base
+weights its request was admitted on, so a full weight update leaves adapters registered.
 """
 
 from __future__ import annotations
@@ -32,10 +38,12 @@ log = get_logger("engine.scheduler")
 
 
 class Scheduler:
-    def __init__(self, runner: Runner, weights: Weights, max_running: int, dtype: torch.dtype = torch.float32) -> None:
+    def __init__(self, runner: Runner, weights: Weights, max_running: int, dtype: torch.dtype = torch.float32,
+                 max_adapters: int = 8) -> None:
         self.runner = runner
         self.weights = weights
         self.max_running = max_running
+        self.max_adapters = max_adapters
         self.dtype = dtype
         self.waiting: deque[Req] = deque()
         self.running: list[Req] = []
@@ -76,6 +84,10 @@ class Scheduler:
                 hits += 1
         self._wake.set()
         return hits
+
+    def busy_adapters(self) -> set[int]:
+        """uids of the adapters that waiting or running requests use (an adapter the registry must not evict)."""
+        return {r.adapter.uid for r in (*self.waiting, *self.running) if r.adapter is not None}
 
     def wake(self) -> None:
         """Let the loop look at its requests again (after marking some of them aborted)."""
@@ -133,14 +145,20 @@ class Scheduler:
 
     def _admit(self) -> list[Req]:
         admit, later = [], []
+        adapters = {r.adapter.uid for r in self.running if r.adapter is not None}
         while self.waiting and len(self.running) + len(admit) < self.max_running and self.runner.free_slots:
             r = self.waiting.popleft()
             r.weights = self.weights
+            if r.adapter is not None and r.adapter.uid not in adapters and len(adapters) >= self.max_adapters:
+                later.append(r)  # one adapter too many for this batch: admitted when one of them is done
+                continue
             if self.runner.should_wait(r):  # another request is computing its prefix: copy it when done
                 later.append(r)
                 continue
             self.runner.acquire(r)
             admit.append(r)
+            if r.adapter is not None:
+                adapters.add(r.adapter.uid)
         self.waiting.extendleft(reversed(later))
         return admit
 
@@ -180,4 +198,5 @@ class Scheduler:
     def stats(self) -> dict[str, Any]:
         return {"num_running_reqs": len(self.running), "num_waiting_reqs": len(self.waiting), "paused": self.paused,
                 "steps": self.steps, "weight_version": self.weights.version, "last_swap_seconds": self.last_swap_s,
+                "running_lora_adapters": len({r.adapter.uid for r in self.running if r.adapter is not None}),
                 **self.runner.pool.stats()}

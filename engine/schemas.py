@@ -79,6 +79,7 @@ class GenerateReqInput(_Strict):
     return_text_in_logprobs: bool = False
     stream: bool = False
     rid: str | list[str] | None = None
+    lora_path: str | list[str | None] | None = None  # a loaded adapter's name, one per prompt, or null: the base model
     # SGLang fields with no effect here (routing, metrics, sessions)
     session_id: str | None = None
     log_metrics: bool = True
@@ -93,7 +94,6 @@ class GenerateReqInput(_Strict):
     image_data: None = None
     video_data: None = None
     audio_data: None = None
-    lora_path: None = None
     token_ids_logprob: None = None
     return_hidden_states: Literal[False] = False
 
@@ -109,6 +109,17 @@ class UpdateWeightFromDiskReqInput(_Strict):
     recapture_cuda_graph: bool = False
     token_step: int = 0
     flush_cache: bool = True
+
+
+class LoadLoRAAdapterReqInput(_Strict):
+    lora_name: str = Field(min_length=1)
+    lora_path: str = Field(min_length=1)  # a peft folder, or a store URL (s3://bucket/prefix, file:///folder)
+    pinned: bool = False
+    weight_version: str | None = Field(default=None, min_length=1)  # ours: reported for requests that use it
+
+
+class UnloadLoRAAdapterReqInput(_Strict):
+    lora_name: str = Field(min_length=1)
 
 
 class AbortReq(_Strict):
@@ -173,3 +184,4 @@ class ChatCompletionRequest(BaseModel):
     ignore_eos: bool = False
     skip_special_tokens: bool = True
     tools: list[dict[str, Any]] | None = None
+    lora_path: str | None = None  # SGLang's extension: the adapter, when ``model`` does not name one

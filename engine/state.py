@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,6 +11,8 @@ from typing import Annotated, TypeVar
 from fastapi import Depends, HTTPException, Request
 from pydantic import BaseModel, ValidationError
 
+from engine.fetch import Fetcher
+from engine.lora_registry import LoraRegistry
 from engine.runner import Tokenizer
 from engine.scheduler import Scheduler
 from openclaw_rl.generation_defaults import SamplingDefaults
@@ -29,10 +32,21 @@ class EngineConfig:
     incremental_streaming_output: bool = False
     prefix_cache: bool = True  # reuse the keys/values of a cached prompt prefix (engine/prefix_cache.py)
     sampling_defaults: str = "model"  # for what an OpenAI request leaves out: generation_config.json, or "openai"
+    # LoRA adapters (engine/lora_registry.py), with SGLang's flag names; ``lora_paths`` (NAME=PATH, PATH, or SGLang's
+    # JSON form) are loaded at start and imply ``enable_lora``
+    enable_lora: bool = False
+    max_loras_per_batch: int = 8  # distinct adapters in the running batch; requests of one more wait
+    max_loaded_loras: int = 16  # adapters resident in memory; using one more evicts the least recently used idle one
+    lora_paths: list[str] = field(default_factory=list)
+    data_dir: Path | None = None  # what was fetched from a store (engine/fetch.py); default: <runtime_dir>/engine
 
     @property
     def model_name(self) -> str:
         return self.served_model_name or Path(self.model_path).name
+
+    @property
+    def lora_enabled(self) -> bool:
+        return self.enable_lora or bool(self.lora_paths)
 
 
 @dataclass
@@ -44,10 +58,21 @@ class EngineState:
     vocab_size: int
     sampling_defaults: SamplingDefaults = field(default_factory=SamplingDefaults)
     counters: dict[str, int] = field(default_factory=lambda: {"requests": 0, "aborted_requests": 0})
+    fetcher: Fetcher | None = None
+    lora: LoraRegistry | None = None  # None: LoRA is not enabled
+    update_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one full weight update (fetch + load) at a time
 
 
 class BadRequest(Exception):
     """Turned into ``400 {"error": {"message": ...}}``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class Unavailable(Exception):
+    """Turned into ``503 {"error": {"message": ...}}``: the request may succeed if retried later."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)

@@ -88,8 +88,9 @@ def worker_service(s: Settings, queues: str = "orchestrator,judge,env,trainer") 
 
 
 def engine_service(s: Settings, model_path: str | None = None) -> Service:
+    # LoRA on: per-user adapters are loaded as users' runs push them (a batch without adapter rows costs nothing more)
     argv = [sys.executable, "-m", "cli.main", "engine", "serve", "--model", str(model_path or s.model_path),
-            "--host", s.engine_host, "--port", str(s.engine_port)]
+            "--host", s.engine_host, "--port", str(s.engine_port), "--enable-lora"]
     return Service("engine", argv, port=s.engine_port, health_url=f"http://{s.engine_host}:{s.engine_port}/health")
 
 
