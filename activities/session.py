@@ -42,8 +42,20 @@ class SessionActivities(EngineAndJudge):
     def __init__(self, judge: Judge, policy: Any, store: Any, tokenizer: Any) -> None:
         super().__init__(judge, policy, tokenizer)
         self.store = store  # openclaw_rl.store.ObjectStore
+        self._adapters: Any = None  # openclaw_rl.adapters.ServedAdapters, made on the first adapter turn
 
     # -- helpers ------------------------------------------------------------------------------------------------------
+    async def _served_adapter(self, adapter: str) -> str | None:
+        """The turn's adapter when the engine serves it (the teacher is the user's own policy), else None: before
+        the user's run has pushed a version the user is served, and taught, by the base model."""
+        if not adapter:
+            return None
+        if self._adapters is None:
+            from openclaw_rl.adapters import ServedAdapters
+
+            self._adapters = ServedAdapters(self.policy.model_info)
+        return adapter if await self._adapters.version(adapter) is not None else None
+
     def payload(self, turn: TurnRef) -> TurnPayload:
         if turn.payload is not None:
             return turn.payload
@@ -79,7 +91,9 @@ class SessionActivities(EngineAndJudge):
                                                         tokenize=True)
         if hasattr(prompt_ids, "input_ids"):
             prompt_ids = prompt_ids["input_ids"]
-        lps = await heartbeating(self.policy.score(list(prompt_ids), list(p.response_ids), req.temperature))
+        lora = await self._served_adapter(req.turn.adapter)
+        extra = {"lora_path": lora} if lora else {}
+        lps = await heartbeating(self.policy.score(list(prompt_ids), list(p.response_ids), req.temperature, **extra))
         return TeacherResult(logprobs=[float(x) for x in lps], prompt_tokens=len(prompt_ids))
 
     @activity.defn(name="emit_sample")

@@ -9,9 +9,18 @@ step is a ``torchrun`` job of the Megatron-core backend (``trainer.megatron.laun
 step's checkpoint and writes the next.
 
 Checkpoints live at ``checkpoints/run=<run>/step=<n>/`` in the store: on ``file://`` that folder is what the engines
-load; on ``s3://`` the trainer saves into a local cache folder and uploads it, and ``push_weights`` downloads it into
-its own cache (on the engines' host) before the engines load it. ``trainer_state.json`` is written last: a checkpoint
-without it is incomplete and ignored.
+load; on ``s3://`` the trainer saves into a local cache folder and uploads it, and ``push_weights`` hands the engines
+its store URL (``s3://bucket/.../step=<n>/``): each engine downloads it into its own data dir, so nothing passes
+through the orchestrator's disk. ``trainer_state.json`` is written last: a checkpoint without it is incomplete and
+ignored.
+
+Adapter runs (``adapter`` set): a checkpoint is a LoRA adapter, and ``push_weights`` has every engine load it under
+the adapter's name (``/load_lora_adapter``), beside the base and the other users' adapters. With a gate,
+``evaluate_candidate`` first stages the new version under ``<adapter>~candidate`` in one engine, scores it against the
+live adapter on a held-out check (``activities.gate.score_versions``), unloads it, writes ``verdict.json`` into the
+checkpoint and records a ``version_accepted`` or ``version_rejected`` event. ``base_checkpoint`` writes an adapter
+run's version 0 (a new adapter, equal to the base) for a rollback to it; ``find_version`` finds the checkpoint of a
+policy version; ``record_training_event`` writes the run's other events (the reward-hacking alarm, rollbacks).
 
 Effectively-once training: a retried ``train_step`` whose checkpoint is complete and was made from the same batch
 returns it instead of training again; otherwise it reloads the previous step's checkpoint unless its in-memory model is
@@ -27,30 +36,46 @@ import json
 import shutil
 import threading
 import time
-from dataclasses import fields
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
 from temporalio import activity
 
+from activities.clients import heartbeating
 from contracts.training import (
+    CANDIDATE_SUFFIX,
+    EVENT_ACCEPTED,
+    EVENT_REJECTED,
     SAMPLES_AVAILABLE_SIGNAL,
+    VERDICT_FILE,
+    BaseCheckpointInput,
+    EvaluateInput,
+    FindVersionInput,
+    FindVersionOutput,
+    GateVerdict,
     PushWeightsInput,
     PushWeightsOutput,
     SealInput,
     SealOutput,
     SelectBatchInput,
     SelectBatchOutput,
+    TrainingEvent,
     TrainStepInput,
     TrainStepOutput,
+    candidate_adapter,
     training_workflow_id,
 )
 from openclaw_rl.logs import get_logger
+from openclaw_rl.policy_client import PolicyEngineError
 from openclaw_rl.store import LocalStore, ObjectStore
 
 STATE_FILE = "trainer_state.json"
-LOGGED_STATS = ("loss", "clip_fraction", "approx_kl", "kl_ref", "entropy", "grad_norm", "train_rollout_abs_diff_mean",
-                "train_rollout_abs_diff_max", "n_samples", "tokens_per_s", "duration_s")
+LOGGED_STATS = ("loss", "clip_fraction", "approx_kl", "kl_ref", "entropy", "grad_norm", "reward_mean",
+                "train_rollout_abs_diff_mean", "train_rollout_abs_diff_max", "n_samples", "tokens_per_s", "duration_s")
+# (engine_url, live_lora or None for the base, candidate_lora, gate, problems, seed) -> {"live", "candidate", "n", ...}
+ScoreVersions = Callable[[str, "str | None", str, str, int, int], Awaitable[dict[str, Any]]]
 
 
 class AlreadyTrainedError(Exception):
@@ -148,14 +173,71 @@ def read_checkpoint_state(store: ObjectStore, prefix: str) -> dict[str, Any] | N
     return json.loads(store.get_bytes(key)) if store.exists(key) else None
 
 
+def read_verdict(store: ObjectStore, prefix: str) -> dict[str, Any] | None:
+    """The gate's ``verdict.json`` of a checkpoint, None where no gate judged it."""
+    key = prefix + VERDICT_FILE
+    return json.loads(store.get_bytes(key)) if store.exists(key) else None
+
+
+def engine_source(store: ObjectStore, prefix: str) -> str:
+    """What an engine is told to load for a checkpoint: its folder on a ``file://`` store (the engines share the
+    disk), else its store URL with a trailing ``/`` (a folder), which the engine downloads itself. Refuses a
+    checkpoint without its state file (incomplete: a trainer died writing it)."""
+    if not store.exists(prefix + STATE_FILE):
+        raise FileNotFoundError(f"checkpoint {prefix} is incomplete in {store.url_for()}")
+    if isinstance(store, LocalStore):
+        return str(store.local_path(prefix.rstrip("/")))
+    return store.url_for(prefix.rstrip("/")) + "/"
+
+
+async def load_adapter(client: Any, url: str, name: str, source: str, version: str, loaded: bool) -> None:
+    """Have one engine serve ``source`` as adapter ``name`` at ``version``. An engine that refuses a name it already
+    serves (SGLang does: the name stays taken until it is unloaded) gets the old version unloaded first, so a retry
+    or a new version always lands; the users of the adapter see the base for that moment."""
+    out = await _engine_call(client.load_lora_adapter(name, source, version))
+    if loaded and out.get("success") is False and "already" in str(out.get("message", "")).lower():
+        await _engine_call(client.unload_lora_adapter(name))
+        out = await _engine_call(client.load_lora_adapter(name, source, version))
+    if out.get("success") is False:
+        raise EngineUpdateError(f"{url}: loading adapter {name!r} failed: {out.get('message', out)}")
+
+
+async def _engine_call(call: Awaitable[Any]) -> dict[str, Any]:
+    """An engine control call's answer as a dict; a 400 (how SGLang refuses) is ``{"success": False, ...}``."""
+    try:
+        out = await call
+    except PolicyEngineError as err:
+        if err.status != 400:
+            raise
+        return {"success": False, "message": err.message}
+    return out if isinstance(out, dict) else {}
+
+
+def write_event(store: ObjectStore, run: str, event: str, policy_version: int, message: str, adapter: str = "",
+                key: str = "", **extra: Any) -> None:
+    """One ``events`` record of a training run. Its file name is fixed by (run, event, key), so an activity that is
+    retried after writing it rewrites the same record instead of adding a second one."""
+    from openclaw_rl.adapters import user_of_run
+    from openclaw_rl.records import RecordWriter
+
+    writer = RecordWriter(store, writer_id=_safe(f"training-{run}-{event}-{key}"), background=False)
+    try:
+        writer.append("events", {"event": event, "source": "training", "run": run, "adapter": adapter,
+                                 "user": user_of_run(run), "message": message, **extra},
+                      policy_version=policy_version)
+    finally:
+        writer.close()
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Orchestrator queue
 # ---------------------------------------------------------------------------------------------------------------------
 
 class StoreActivities:
-    def __init__(self, stores: StoreCache, policy_client: Any) -> None:
+    def __init__(self, stores: StoreCache, policy_client: Any, score_versions: ScoreVersions | None = None) -> None:
         self.stores = stores
         self.policy_client = policy_client  # (base_url) -> PolicyClient
+        self.score_versions = score_versions  # the gate's scorer; None: activities.gate.score_versions
         self._ledgers: dict[tuple[str, str], Any] = {}  # kept: a ledger caches the step files it has read
 
     def _ledger(self, store_url: str, run: str) -> Any:
@@ -178,29 +260,149 @@ class StoreActivities:
 
     @activity.defn(name="push_weights")
     async def push_weights(self, inp: PushWeightsInput) -> PushWeightsOutput:
-        """Every engine loads the checkpoint as ``weight_version``; an engine already there is skipped."""
+        """Every engine loads the checkpoint (an adapter run: as that LoRA adapter) as ``weight_version``; an engine
+        already there is skipped."""
         t0 = time.monotonic()
-        store = self.stores.get(inp.store_url)
-        path = await asyncio.to_thread(self.stores.local_checkpoint, store, inp.checkpoint)
-        results = await asyncio.gather(*(self._push_one(url, str(path), inp.weight_version) for url in inp.engines))
+        if inp.checkpoint:
+            source = await asyncio.to_thread(engine_source, self.stores.get(inp.store_url), inp.checkpoint)
+        elif inp.adapter or not inp.model_path:
+            raise ValueError("push_weights needs a checkpoint (an adapter run's base is a checkpoint of its own)")
+        else:
+            source = inp.model_path  # the base model, where the engines were started from
+        results = await asyncio.gather(*(self._push_one(url, source, inp.weight_version, inp.adapter)
+                                         for url in inp.engines))
         return PushWeightsOutput(engines=[u for u, skipped in zip(inp.engines, results) if not skipped],
                                  skipped=[u for u, skipped in zip(inp.engines, results) if skipped],
-                                 model_path=str(path), seconds=time.monotonic() - t0)
+                                 model_path=source, seconds=time.monotonic() - t0)
 
-    async def _push_one(self, url: str, path: str, weight_version: str) -> bool:
+    async def _push_one(self, url: str, source: str, weight_version: str, adapter: str = "") -> bool:
         client = self.policy_client(url)
         try:
-            info = await client.model_info()
+            info = await client.model_info() or {}
+            if adapter:
+                current = (info.get("loaded_lora_adapters") or {}).get(adapter)
+                if isinstance(current, dict) and str(current.get("version", "")) == weight_version:
+                    return True
+                await load_adapter(client, url, adapter, source, weight_version, loaded=current is not None)
+                return False
             if str(info.get("weight_version", "")) == weight_version:
                 return True
-            out = await client.update_weights_from_disk(path, weight_version)
+            out = await client.update_weights_from_disk(source, weight_version)
             if isinstance(out, dict) and out.get("success") is False:
                 raise EngineUpdateError(f"{url}: {out.get('message', out)}")
             return False
         finally:
-            close = getattr(client, "aclose", None)
-            if close is not None:
-                await close()
+            await _close(client)
+
+    @activity.defn(name="evaluate_candidate")
+    async def evaluate_candidate(self, inp: EvaluateInput) -> GateVerdict:
+        """The gate: stage the candidate beside the live adapter in one engine, score both on the held-out check,
+        unload the candidate; then ``verdict.json`` and a ``version_accepted`` / ``version_rejected`` event. The
+        candidate is rejected when it scores more than ``margin`` below the live version."""
+        store = self.stores.get(inp.store_url)
+        source = await asyncio.to_thread(engine_source, store, inp.checkpoint)
+        staged = candidate_adapter(inp.adapter)
+        client = self.policy_client(inp.engine)
+        try:
+            info = await heartbeating(client.model_info()) or {}
+            loaded = info.get("loaded_lora_adapters") or {}
+            if staged in loaded:  # left by an attempt that died while scoring
+                await heartbeating(_engine_call(client.unload_lora_adapter(staged)))
+            await heartbeating(load_adapter(client, inp.engine, staged, source,
+                                            f"{inp.candidate_version}{CANDIDATE_SUFFIX}", loaded=False))
+            live = inp.adapter if inp.adapter in loaded else None  # not pushed yet: the users get the base
+            try:
+                scores = await heartbeating(self._scorer()(inp.engine, live, staged, inp.gate, inp.problems,
+                                                           inp.seed))
+            finally:
+                try:
+                    await _engine_call(client.unload_lora_adapter(staged))
+                except PolicyEngineError as err:  # the verdict stands; a stale stage is unloaded next time
+                    get_logger("training").warning("unloading the staged candidate failed", engine=inp.engine,
+                                                   adapter=staged, error=str(err))
+        finally:
+            await _close(client)
+        live_score, cand = float(scores["live"]), float(scores["candidate"])
+        accepted = cand >= live_score - inp.margin
+        relation = ">=" if accepted else "<"
+        reason = (f"held-out {inp.gate}: candidate {cand:.4f} {relation} live {live_score:.4f} - margin "
+                  f"{inp.margin:g}")
+        verdict = GateVerdict(version=inp.candidate_version, step=inp.step, checkpoint=inp.checkpoint,
+                              accepted=accepted, live=live_score, candidate=cand, n=int(scores.get("n", 0)),
+                              margin=inp.margin, reason=reason)
+        await asyncio.to_thread(self._record_verdict, store, inp, verdict, scores.get("details"))
+        return verdict
+
+    def _scorer(self) -> ScoreVersions:
+        if self.score_versions is None:
+            from activities.gate import score_versions
+
+            self.score_versions = score_versions
+        return self.score_versions
+
+    @staticmethod
+    def _record_verdict(store: ObjectStore, inp: EvaluateInput, verdict: GateVerdict, details: Any) -> None:
+        """``verdict.json`` beside the candidate's ``trainer_state.json``, and the event row with both numbers."""
+        store.put_json(inp.checkpoint + VERDICT_FILE, {
+            **asdict(verdict), "gate": inp.gate, "adapter": inp.adapter, "live_version": inp.live_version,
+            "train_reward": inp.train_reward, "decided_at": time.time(),
+            "details": json.loads(json.dumps(details, default=str))})
+        served = "served" if verdict.accepted else "not served; the live version stays"
+        write_event(store, inp.run, EVENT_ACCEPTED if verdict.accepted else EVENT_REJECTED, inp.live_version,
+                    f"{inp.adapter or inp.run} version {verdict.version} (step {verdict.step}) "
+                    f"{'accepted' if verdict.accepted else 'rejected'}: {verdict.reason}; train reward "
+                    f"{inp.train_reward:.4f}; {served} (live version {inp.live_version})",
+                    adapter=inp.adapter, key=f"s{inp.step}", candidate_version=verdict.version, step=inp.step,
+                    heldout=verdict.candidate, live_heldout=verdict.live, train_reward=inp.train_reward,
+                    gate=inp.gate, n_problems=verdict.n, checkpoint=inp.checkpoint)
+
+    @activity.defn(name="find_version")
+    async def find_version(self, inp: FindVersionInput) -> FindVersionOutput:
+        return await asyncio.to_thread(find_version, self.stores.get(inp.store_url), inp)
+
+    @activity.defn(name="record_training_event")
+    async def record_training_event(self, ev: TrainingEvent) -> None:
+        await asyncio.to_thread(write_event, self.stores.get(ev.store_url), ev.run, ev.event, ev.policy_version,
+                                ev.message, ev.adapter, ev.key, **ev.fields)
+
+
+async def _close(client: Any) -> None:
+    close = getattr(client, "aclose", None)
+    if close is not None:
+        await close()
+
+
+def find_version(store: ObjectStore, inp: FindVersionInput) -> FindVersionOutput:
+    """The checkpoint holding policy version ``inp.version``: the one the run recorded (``inp.checkpoint``), else the
+    latest checkpoint of the run whose ``trainer_state.json`` says that version. ValueError when it is gone (pruned,
+    see ``keep_checkpoints``) or was rejected by the gate: a version the gate kept out is never served."""
+    v = inp.version
+    if inp.checkpoint:
+        found = [(inp.checkpoint, read_checkpoint_state(store, inp.checkpoint))]
+        if found[0][1] is None:
+            raise ValueError(f"the checkpoint of version {v} ({inp.checkpoint}) is no longer in the store: older "
+                             "checkpoints are deleted past keep_checkpoints")
+    else:
+        base = f"checkpoints/run={inp.run}/"
+        found = []
+        for key in store.list(base + "step="):
+            if key.endswith("/" + STATE_FILE):
+                prefix = key[: -len(STATE_FILE)]
+                state = read_checkpoint_state(store, prefix)
+                if state is not None and int(state.get("policy_version", -1)) == v:
+                    found.append((prefix, state))
+        if not found:
+            raise ValueError(f"no checkpoint of policy version {v} in {store.url_for(base.rstrip('/'))} (never "
+                             "trained, or deleted past keep_checkpoints)")
+    rejected = []
+    for prefix, state in sorted(found, key=lambda f: -int(f[1]["step"])):
+        verdict = read_verdict(store, prefix)
+        if verdict is not None and not verdict.get("accepted", True):
+            rejected.append(f"{prefix}: {verdict.get('reason', '')}")
+            continue
+        return FindVersionOutput(checkpoint=prefix, step=int(state["step"]))
+    raise ValueError(f"version {v} was rejected by the gate and never served ({'; '.join(rejected)}); a rejected "
+                     "version cannot be a rollback target")
 
 
 def select_batch(store: ObjectStore, inp: SelectBatchInput, ledger: Any = None) -> SelectBatchOutput:
@@ -255,7 +457,7 @@ def seal_version(store: ObjectStore, inp: SealInput, ledger: Any = None) -> Seal
             if v <= inp.records_through:
                 out.records_archived += seal_records(store, v, (kind,))
     if inp.checkpoints_before_step > 0:
-        out.checkpoints_deleted = _prune_checkpoints(store, inp.run, inp.checkpoints_before_step)
+        out.checkpoints_deleted = _prune_checkpoints(store, inp.run, inp.checkpoints_before_step, inp.keep)
     return out
 
 
@@ -263,12 +465,15 @@ def _ids(reader: Any, version: int, archived: bool) -> set[str]:
     return set(reader.read_table(version, archived=archived).column("sample_id").to_pylist())
 
 
-def _prune_checkpoints(store: ObjectStore, run: str, before_step: int) -> int:
+def _prune_checkpoints(store: ObjectStore, run: str, before_step: int, keep: list[str] | None = None) -> int:
+    """Delete the run's checkpoints of steps below ``before_step``, except those in ``keep``: the live checkpoint and
+    the one the next step starts from stay however old (after rejected candidates or a rollback they are)."""
     prefix = f"checkpoints/run={run}/step="
+    kept = tuple(k for k in keep or () if k)
     deleted: set[int] = set()
     for key in store.list(prefix):
         step = int(key[len(prefix):].split("/", 1)[0])
-        if step < before_step:
+        if step < before_step and not any(key.startswith(k) for k in kept):
             store.delete(key)
             deleted.add(step)
     return len(deleted)
@@ -319,13 +524,13 @@ class TrainerActivities:
         self.device = device
         self.megatron = megatron
         self.backend: Any = None
-        self.backend_key: tuple[str, str] | None = None
+        self.backend_key: tuple[str, str, str] | None = None
+        self.backend_at = ""  # the checkpoint the in-memory backend equals ("" = the base model, not trained yet)
 
     @activity.defn(name="train_step")
     def train_step(self, inp: TrainStepInput) -> TrainStepOutput:
         info = activity.info()
-        interval = max(0.5, min(5.0, (info.heartbeat_timeout.total_seconds() / 4) if info.heartbeat_timeout else 5.0))
-        with Heartbeater(interval) as hb:
+        with Heartbeater(_heartbeat_interval()) as hb:
             hb.beat(step=inp.step, phase="start", attempt=info.attempt)
             try:
                 return self._train_step(inp, hb, info.attempt)
@@ -336,6 +541,10 @@ class TrainerActivities:
     def _train_step(self, inp: TrainStepInput, hb: Heartbeater, attempt: int) -> TrainStepOutput:
         from openclaw_rl.samples import TrainedLedger
 
+        if self.megatron is not None:
+            from trainer.megatron import refuse_adapter
+
+            refuse_adapter(inp.hparams)  # ValueError: not retried, the run pauses with the reason
         store = self.stores.get(inp.store_url)
         prefix = checkpoint_prefix(inp.run, inp.step)
         ledger = TrainedLedger(store, inp.run)
@@ -365,32 +574,64 @@ class TrainerActivities:
         backend.policy_version = inp.policy_version + 1
         hb.beat(phase="save")
         extra = {"batch_digest": digest, "run": inp.run, "stats": stats}
-        if isinstance(store, LocalStore):
-            backend.save_checkpoint(store.local_path(prefix.rstrip("/")), extra=extra)
-        else:
-            local = self.stores.cache_folder(store, prefix)
-            backend.save_checkpoint(local, extra=extra)
-            _upload(store, local, prefix)
+        self._save(backend, store, prefix, extra)
+        self.backend_at = prefix
         ledger.add(inp.step, inp.sample_ids)
         get_logger("trainer").info(
             "train step", step=inp.step, policy_version=inp.policy_version + 1, checkpoint=prefix,
             resumed_from=resumed_from, **{k: stats.get(k) for k in LOGGED_STATS})
         return self._output(inp, store, prefix, stats, attempt, resumed_from=resumed_from)
 
+    def _save(self, backend: Any, store: ObjectStore, prefix: str, extra: dict[str, Any]) -> None:
+        """The backend's checkpoint at ``prefix``: written in place on a file:// store, else cached and uploaded."""
+        if isinstance(store, LocalStore):
+            backend.save_checkpoint(store.local_path(prefix.rstrip("/")), extra=extra)
+        else:
+            local = self.stores.cache_folder(store, prefix)
+            backend.save_checkpoint(local, extra=extra)
+            _upload(store, local, prefix)
+
+    @activity.defn(name="base_checkpoint")
+    def base_checkpoint(self, inp: BaseCheckpointInput) -> str:
+        """An adapter run's version 0 as checkpoint ``step=0`` (a new adapter from the run's seed: B is zero, so it
+        serves exactly the base), for a rollback to the base: the engines load it as a new version and training goes
+        on from it. Kept when it exists. Returns its store key prefix."""
+        from trainer.torch_backend import TorchBackend
+
+        if not inp.hparams.adapter:
+            raise ValueError("base_checkpoint is for adapter runs: a full-model run's base is its model_path")
+        if self.megatron is not None:
+            from trainer.megatron import refuse_adapter
+
+            refuse_adapter(inp.hparams)
+        store = self.stores.get(inp.store_url)
+        prefix = checkpoint_prefix(inp.run, 0)
+        if read_checkpoint_state(store, prefix) is not None:
+            return prefix
+        with Heartbeater(_heartbeat_interval()) as hb:
+            hb.beat(phase="load")
+            self.backend = None  # the run goes on from this one: free the old model before loading
+            backend = TorchBackend(inp.model_path, _config(inp.hparams), device=self.device)
+            hb.beat(phase="save")
+            self._save(backend, store, prefix, {"run": inp.run, "stats": {}})
+        self.backend, self.backend_key, self.backend_at = backend, _backend_key(inp.run, inp.model_path,
+                                                                                inp.hparams.adapter), prefix
+        return prefix
+
     def _megatron_step(self, inp: TrainStepInput, store: ObjectStore, prefix: str, ledger: Any, digest: str,
                        hb: Heartbeater, attempt: int) -> TrainStepOutput:
-        """The step as a torchrun job of the Megatron backend, from the step - 1 checkpoint (or the base model)."""
-        from trainer.torch_backend import TrainConfig, read_state
+        """The step as a torchrun job of the Megatron backend, from ``resume_from`` (or the base model)."""
+        from trainer.torch_backend import read_state
 
-        config = TrainConfig(**{f.name: getattr(inp.hparams, f.name) for f in fields(TrainConfig)})
+        config = _config(inp.hparams)
         hb.beat(phase="load", backend="megatron")
         resume = ""
         if inp.resume_from:
             resume = str(self.stores.local_checkpoint(store, inp.resume_from))
             state = read_state(resume, backend="megatron")  # checked here too: in the job it would be retried
-            if int(state["step"]) != inp.step - 1:
+            if int(state["step"]) != _start_step(inp):
                 raise RuntimeError(f"checkpoint {inp.resume_from} is at step {state['step']}, step {inp.step} needs "
-                                   f"{inp.step - 1}")
+                                   f"{_start_step(inp)}")
         samples = _read_samples(store, inp)
         local = isinstance(store, LocalStore)
         target = store.local_path(prefix.rstrip("/")) if local else self.stores.cache_folder(store, prefix)
@@ -409,14 +650,18 @@ class TrainerActivities:
         return self._output(inp, store, prefix, stats, attempt, resumed_from=resumed_from)
 
     def _ensure_backend(self, inp: TrainStepInput, store: ObjectStore) -> str:
-        """Bring the in-memory model to the end of step ``inp.step - 1``; returns what it was loaded from."""
-        from trainer.torch_backend import TorchBackend, TrainConfig
+        """Bring the in-memory model to ``inp.resume_from`` (the end of step ``inp.step - 1``, or an older step's
+        live checkpoint after a rejected candidate or a rollback); returns what it was loaded from ("" when the
+        in-memory model was already there)."""
+        from trainer.torch_backend import TorchBackend
 
-        config = TrainConfig(**{f.name: getattr(inp.hparams, f.name) for f in fields(TrainConfig)})
-        key = (inp.run, inp.model_path)
+        config = _config(inp.hparams)
+        key = _backend_key(inp.run, inp.model_path, inp.hparams.adapter)
+        start = _start_step(inp)
         b = self.backend
-        if b is not None and self.backend_key == key and b.step == inp.step - 1:
+        if b is not None and self.backend_key == key and self.backend_at == inp.resume_from and b.step == start:
             b.set_config(config)
+            b.step = inp.step - 1
             return ""
         self.backend = None  # free the old model before loading the next
         if inp.resume_from:
@@ -425,12 +670,12 @@ class TrainerActivities:
             source = inp.resume_from
         else:
             self.backend = TorchBackend(inp.model_path, config, device=self.device)
-            self.backend.step = inp.step - 1
+            self.backend.step = start
             source = inp.model_path
-        self.backend_key = key
-        if self.backend.step != inp.step - 1:
-            raise RuntimeError(f"checkpoint {source} is at step {self.backend.step}, step {inp.step} needs "
-                               f"{inp.step - 1}")
+        self.backend_key, self.backend_at = key, inp.resume_from
+        if self.backend.step != start:
+            raise RuntimeError(f"checkpoint {source} is at step {self.backend.step}, step {inp.step} needs {start}")
+        self.backend.step = inp.step - 1  # the new checkpoint is step inp.step, whatever it started from
         return source
 
     def _output(self, inp: TrainStepInput, store: ObjectStore, prefix: str, stats: dict[str, Any], attempt: int,
@@ -438,6 +683,29 @@ class TrainerActivities:
         return TrainStepOutput(step=inp.step, policy_version=inp.policy_version + 1, checkpoint=prefix,
                                checkpoint_url=store.url_for(prefix.rstrip("/")), stats=_jsonable(stats),
                                reused=reused, resumed_from=resumed_from, attempt=attempt)
+
+
+def _heartbeat_interval() -> float:
+    """A quarter of the activity's heartbeat timeout, within [0.5, 5] seconds."""
+    timeout = activity.info().heartbeat_timeout
+    return max(0.5, min(5.0, (timeout.total_seconds() / 4) if timeout else 5.0))
+
+
+def _config(hparams: Any) -> Any:
+    """The backend's TrainConfig from a step's TrainHparams (the fields they share)."""
+    from trainer.torch_backend import TrainConfig
+
+    return TrainConfig(**{f.name: getattr(hparams, f.name) for f in fields(TrainConfig)})
+
+
+def _backend_key(run: str, model_path: str, adapter: str) -> tuple[str, str, str]:
+    return (run, model_path, adapter)
+
+
+def _start_step(inp: TrainStepInput) -> int:
+    """The step ``inp.resume_from`` was written by (older than ``step - 1`` after a rejected candidate or a
+    rollback)."""
+    return inp.resume_step if inp.resume_step >= 0 else inp.step - 1
 
 
 def _read_samples(store: ObjectStore, inp: TrainStepInput) -> list[Any]:

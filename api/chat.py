@@ -38,6 +38,7 @@ from api.schemas import (
 from api.security import header_value
 from api.sink import TurnJob
 from contracts.session import TurnPayload, TurnRef
+from openclaw_rl.adapters import user_run
 from openclaw_rl.keys import ApiKey
 from openclaw_rl.logs import get_logger
 from openclaw_rl.policy_client import SamplingParams
@@ -81,6 +82,10 @@ class PreparedTurn:
     sampling: SamplingParams
     parse_tools: bool
     include_usage: bool
+    adapter: str = ""  # the key's own adapter ("" = the shared policy)
+    lora: str | None = None  # the adapter the engine is asked to serve with (None: the base weights)
+    model: str = ""  # the model name the reply carries
+    run: str = ""  # the training run the turn feeds
 
 
 @dataclass
@@ -117,6 +122,12 @@ async def prepare(gw: Gateway, body: ChatCompletionRequest, user: ApiKey, header
         raise bad_request(str(e), param="messages") from None
     session_id = session_id_for(user.key_id, raw, messages)
     turn_type = classify_turn(messages, tools, headers.turn_type)
+    adapter = gw.adapter_of(user)
+    if body.model and ":" in body.model and body.model != gw.model_of(user):
+        raise OpenAIError(404, f"The model {body.model!r} does not exist or you do not have access to it; this key "
+                          f"may use {gw.model_of(user)!r}", type="invalid_request_error", code="model_not_found",
+                          param="model")
+    lora = adapter if adapter and gw.served is not None and await gw.served.version(adapter) is not None else None
     try:
         sampling = _sampling(gw, body, len(prompt_ids))
     except ContextLengthExceeded as e:
@@ -128,6 +139,8 @@ async def prepare(gw: Gateway, body: ChatCompletionRequest, user: ApiKey, header
         messages=messages, tools=tools, prompt_text=prompt_text, prompt_ids=prompt_ids, sampling=sampling,
         parse_tools=bool(tools) and body.tool_choice != "none",
         include_usage=bool(body.stream_options and body.stream_options.include_usage),
+        adapter=adapter, lora=lora, model=gw.model_of(user),
+        run=user_run(gw.settings.run, user.key_id) if adapter else gw.settings.run,
     )
 
 
@@ -189,6 +202,19 @@ def _engine_failure(err: BaseException) -> OpenAIError | None:
 # Hand-off (runs in the sink's worker thread, after the reply)
 # ---------------------------------------------------------------------------------------------------------------------
 
+def served_version(t: PreparedTurn, weight_version: Any) -> int:
+    """The policy version of the run the turn feeds: the engine's weight version, or for a key with its own adapter
+    that the engine did not serve it with yet (its run has pushed nothing), version 0 of that run."""
+    if t.adapter and not t.lora:
+        return 0
+    return policy_version_of(weight_version)
+
+
+def _lora(t: PreparedTurn) -> dict[str, Any]:
+    """The engine call's adapter argument, only when there is one (engine clients without adapters stay valid)."""
+    return {"lora_path": t.lora} if t.lora else {}
+
+
 def turn_job(gw: Gateway, t: PreparedTurn, done: Completed) -> TurnJob:
     def build() -> tuple[TurnRef, dict[str, Any]]:
         trained = strip_internal_context(t.messages)
@@ -196,17 +222,18 @@ def turn_job(gw: Gateway, t: PreparedTurn, done: Completed) -> TurnJob:
         prompt_text = gw.renderer.render_text(trained, t.tools) if stripped else t.prompt_text
         prompt_ids = gw.renderer.encode(prompt_text) if stripped else t.prompt_ids
         messages = template_messages(trained)
-        version = policy_version_of(done.weight_version)
+        version = served_version(t, done.weight_version)
         payload = TurnPayload(messages=messages, tools=t.tools, prompt_ids=prompt_ids,
                               response_ids=list(done.output_ids), response_logprobs=list(done.output_logprobs),
                               response_text=done.text, tool_calls=done.tool_calls)
         ref = TurnRef(request_id=t.request_id, session_id=t.session_id, user=t.user.key_id, turn_type=t.turn_type,
                       policy_version=version, created_at=t.created_at, payload=payload,
                       session_done=t.session_done, finish_reason=done.finish_reason,
-                      tail=next_state_tail(messages), user_name=t.user.name)
+                      tail=next_state_tail(messages), user_name=t.user.name, adapter=t.adapter)
         record = {"request_id": t.request_id, "session": t.session_id,
                   "latency_ms": round((done_at - t.created_at) * 1000.0, 3), "user": t.user.key_id,
                   "user_name": t.user.name, "turn_type": t.turn_type, "policy_version": version,
+                  "adapter": t.adapter, "run": t.run,
                   "weight_version": str(done.weight_version), "messages": messages, "tools": t.tools,
                   "prompt_text": prompt_text, "response_text": done.text, "content": done.content,
                   "tool_calls": done.tool_calls, "finish_reason": done.finish_reason,
@@ -285,7 +312,7 @@ async def complete(gw: Gateway, t: PreparedTurn, request: Request) -> JSONRespon
     started = time.perf_counter()
     try:
         gen = await _call_engine(gw, request, t.request_id, gw.policy.generate(t.prompt_ids, t.sampling,
-                                                                               rid=t.request_id))
+                                                                               rid=t.request_id, **_lora(t)))
         engine_ms = (time.perf_counter() - started) * 1000.0
         content, calls = split_tool_calls(gen.text) if t.parse_tools else (gen.text, [])
         finish = _finish(gen.finish_reason, calls)
@@ -300,8 +327,8 @@ async def complete(gw: Gateway, t: PreparedTurn, request: Request) -> JSONRespon
     message = AssistantMessage(content=done.content,
                                tool_calls=[ToolCallOut.model_validate(c) for c in calls] or None)
     reply = ChatCompletion(
-        id=t.request_id, created=int(t.created_at), model=gw.model_name,
-        system_fingerprint=policy_fingerprint(gen.weight_version),
+        id=t.request_id, created=int(t.created_at), model=t.model or gw.model_name,
+        system_fingerprint=policy_fingerprint(served_version(t, gen.weight_version)),
         choices=[Choice(message=message, finish_reason=finish)],
         usage=Usage(prompt_tokens=len(t.prompt_ids), completion_tokens=len(gen.output_ids),
                     total_tokens=len(t.prompt_ids) + len(gen.output_ids),
@@ -360,7 +387,7 @@ class _Chunks:
 async def open_stream(gw: Gateway, t: PreparedTurn, request: Request, on_close: Any = None) -> EventStreamResponse:
     """Start the engine stream before answering, so an unreachable engine is a proper 503, not a broken stream."""
     headers = {**reply_headers(t), "Cache-Control": "no-cache"}
-    engine = gw.policy.generate_stream(t.prompt_ids, t.sampling, rid=t.request_id)
+    engine = gw.policy.generate_stream(t.prompt_ids, t.sampling, rid=t.request_id, **_lora(t))
     try:
         first = await _call_engine(gw, request, t.request_id, engine.__anext__())
     except StopAsyncIteration:
@@ -376,7 +403,7 @@ async def open_stream(gw: Gateway, t: PreparedTurn, request: Request, on_close: 
 
 
 async def _stream(gw: Gateway, t: PreparedTurn, engine: AsyncIterator[Any], first: Any) -> AsyncIterator[str]:
-    chunks = _Chunks(t, gw.model_name)
+    chunks = _Chunks(t, t.model or gw.model_name)
     deltas = DeltaStream(ToolCallStream() if t.parse_tools else None)
     ids: list[int] = []
     logprobs: list[float] = []
@@ -394,7 +421,7 @@ async def _stream(gw: Gateway, t: PreparedTurn, engine: AsyncIterator[Any], firs
             logprobs.extend(chunk.output_logprobs)
             text.append(chunk.text)
             version = chunk.weight_version or version
-            chunks.fingerprint = policy_fingerprint(version)
+            chunks.fingerprint = policy_fingerprint(served_version(t, version))
             pending += "".join(chunks.event(delta) for delta in deltas.feed(chunk.text))
             if chunk.finished:
                 reason, cached = chunk.finish_reason, chunk.cached_tokens

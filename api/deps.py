@@ -13,6 +13,7 @@ from api.errors import OpenAIError
 from api.render import PromptRenderer
 from api.security import InFlight, admin_key
 from api.sink import TurnSink
+from openclaw_rl.adapters import ServedAdapters, adapter_name
 from openclaw_rl.generation_defaults import SamplingDefaults
 from openclaw_rl.keys import ApiKey, KeyStore
 from openclaw_rl.settings import Settings
@@ -34,10 +35,28 @@ class Gateway:
     sampling_defaults: SamplingDefaults = field(default_factory=SamplingDefaults)  # for what a request leaves out
     rejected: Counter[str] = field(default_factory=Counter)  # refused requests by error code, since start
     inflight: InFlight | None = None  # per-key concurrency limit; None: settings.gateway_max_concurrent_per_key
+    served: ServedAdapters | None = None  # the adapters the engine serves; None: asked through ``policy.model_info``
 
     def __post_init__(self) -> None:
         if self.inflight is None:
             self.inflight = InFlight(self.settings.gateway_max_concurrent_per_key)
+        if self.served is None:
+            self.served = ServedAdapters(self._engine_info)
+
+    async def _engine_info(self) -> dict[str, Any]:
+        info = getattr(self.policy, "model_info", None)
+        return await info() if info is not None else {}
+
+    def adapter_of(self, user: ApiKey) -> str:
+        """The key's own adapter name, or "" when the key is served by, and trains, the shared policy."""
+        if user.key_id == ADMIN_KEY_ID or not (user.adapter or self.settings.adapter_per_user):
+            return ""
+        return adapter_name(user.key_id)
+
+    def model_of(self, user: ApiKey) -> str:
+        """The model name a key sees: the base, or ``<base>:<adapter>`` (SGLang's way of naming an adapter)."""
+        adapter = self.adapter_of(user)
+        return f"{self.model_name}:{adapter}" if adapter else self.model_name
 
 
 async def get_gateway(request: Request) -> Gateway:

@@ -29,6 +29,7 @@ from contracts.session import (
     TurnRef,
     session_workflow_id,
 )
+from openclaw_rl.adapters import user_run
 from openclaw_rl.logs import get_logger
 from openclaw_rl.settings import Settings
 
@@ -66,6 +67,21 @@ def turn_ref_from_json(text: str) -> TurnRef:
     return TurnRef(**data, payload=TurnPayload(**payload) if payload is not None else None)
 
 
+def user_training_input(s: Settings, key_id: str) -> Any:
+    """The ``TrainingInput`` of one user's adapter run, from the settings' ``adapter_*`` fields (the rest as the
+    shared run's: method, clip, KL, the engines, the base model and the store)."""
+    from contracts.training import TrainingInput
+    from openclaw_rl.adapters import adapter_name
+
+    return TrainingInput(
+        run=user_run(s.run, key_id), method=s.method, batch_size=s.adapter_batch_size, lr=s.adapter_lr,
+        kl_beta=s.kl_beta, clip_eps=s.clip_eps, clip_eps_high=s.clip_eps_high, w_binary=s.w_binary, w_opd=s.w_opd,
+        engines=list(s.engine_urls or [s.engine_url]), model_path=str(s.model_path), store_url=s.resolved_store_url,
+        trainer_queue=s.task_queue_trainer, adapter=adapter_name(key_id), lora_rank=s.adapter_rank,
+        lora_alpha=s.adapter_alpha, lora_targets=list(s.adapter_targets), gate=s.adapter_gate,
+        gate_margin=s.adapter_gate_margin)
+
+
 class TemporalSubmitter:
     """Signal-with-start of ``SessionWorkflow(session_id)``: starts it if needed, then delivers the turn signal.
 
@@ -79,6 +95,7 @@ class TemporalSubmitter:
         self._client = client
         self._lock = asyncio.Lock()
         self.connected: bool | None = None  # outcome of the last call; None before the first
+        self._user_runs: set[str] = set()  # per-user training runs known to be started
 
     async def _get_client(self) -> Any:
         if self._client is not None:
@@ -98,15 +115,33 @@ class TemporalSubmitter:
 
     def start_arg(self, ref: TurnRef) -> SessionInput:
         s = self.settings
-        config = SessionConfig(run=s.run, method=s.method, votes=s.judge_votes, judge_queue=s.task_queue_judge,
+        run = user_run(s.run, ref.user) if ref.adapter else s.run
+        config = SessionConfig(run=run, method=s.method, votes=s.judge_votes, judge_queue=s.task_queue_judge,
                                idle_timeout_s=s.session_idle_timeout_s, teacher_temperature=s.teacher_temperature)
         return SessionInput(session_id=ref.session_id, user=ref.user, user_name=ref.user_name, config=config)
+
+    async def _ensure_user_run(self, client: Any, ref: TurnRef) -> None:
+        """Start the training run of the key's adapter on its first turn (an existing run is left as it is)."""
+        from temporalio.common import WorkflowIDConflictPolicy
+
+        from contracts.training import TRAINING_WORKFLOW, training_workflow_id
+
+        run = user_run(self.settings.run, ref.user)
+        if run in self._user_runs:
+            return
+        await asyncio.wait_for(client.start_workflow(
+            TRAINING_WORKFLOW, user_training_input(self.settings, ref.user), id=training_workflow_id(run),
+            task_queue=self.settings.task_queue_orchestrator, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            rpc_timeout=timedelta(seconds=self.timeout_s)), timeout=self.timeout_s + 1.0)
+        self._user_runs.add(run)
 
     async def submit(self, ref: TurnRef) -> None:
         from temporalio.service import RPCError, RPCStatusCode
 
         try:
             client = await self._get_client()
+            if ref.adapter:
+                await self._ensure_user_run(client, ref)
             await asyncio.wait_for(client.start_workflow(
                 SESSION_WORKFLOW, self.start_arg(ref), id=session_workflow_id(ref.session_id),
                 task_queue=self.settings.task_queue_orchestrator, start_signal=SESSION_TURN_SIGNAL,

@@ -16,10 +16,17 @@ but has its documented columns; columns that records carry beyond those are adde
     hint VARCHAR, hint_accepted BOOLEAN, method VARCHAR, policy_version BIGINT, recorded_at TIMESTAMPTZ,
     version BIGINT, date DATE, archived BOOLEAN
 ``events`` (records/events): event VARCHAR, source VARCHAR, message VARCHAR, session VARCHAR, user VARCHAR,
-    turn_type VARCHAR, model VARCHAR, prompt_tokens BIGINT, max_tokens BIGINT, context_length BIGINT, policy_version
-    BIGINT, recorded_at TIMESTAMPTZ, version BIGINT, date DATE, archived BOOLEAN. The gateway writes one
+    turn_type VARCHAR, model VARCHAR, prompt_tokens BIGINT, max_tokens BIGINT, context_length BIGINT, stream BOOLEAN,
+    code VARCHAR, request_id VARCHAR, completion_tokens BIGINT, run VARCHAR, adapter VARCHAR, candidate_version
+    BIGINT, step BIGINT, train_reward DOUBLE, heldout DOUBLE, live_heldout DOUBLE, gate VARCHAR, to_version BIGINT,
+    policy_version BIGINT, recorded_at TIMESTAMPTZ, version BIGINT, date DATE, archived BOOLEAN. The gateway writes one
     ``event = 'context_length_exceeded'`` row per request it refused as too long for the context (``max_tokens``: the
     completion asked for, NULL when none; ``context_length``: the limit); those never reach the engine or Temporal.
+    A training run (``source = 'training'``; ``run``, ``adapter``, ``user``: the key of a per-user run) writes
+    ``version_accepted`` / ``version_rejected`` per gated step (``candidate_version``, ``step``, ``train_reward``: the
+    batch's mean reward, ``heldout`` / ``live_heldout``: the candidate's and the live version's held-out scores,
+    ``policy_version``: the version served meanwhile), ``reward_hacking_suspected`` (training reward up while the
+    held-out score fell between two gated steps) and ``rollback`` (``to_version``; ``policy_version``: the new one).
 ``samples`` (samples/): sample_id, run, policy_version, session, user, turn, method, prompt_ids INTEGER[],
     response_ids INTEGER[], rollout_logprobs FLOAT[], teacher_logprobs FLOAT[] (NULL without a teacher), reward FLOAT,
     loss_mask TINYINT[], has_teacher, created_at TIMESTAMPTZ, group_id, step_index, advantages FLOAT[],
@@ -28,7 +35,8 @@ but has its documented columns; columns that records carry beyond those are adde
 ``experiments`` (experiments/*/results.parquet, written by `openclaw-rl experiment`): experiment, setting, method,
     seed, run, interactions, phase ('before'|'curve'|'after'), score, accuracy, degenerate_rate (share of malformed
     first responses; NULL in results written before it existed), n_problems, policy_version, samples_trained,
-    train_steps, lr, batch_size, recorded_at (see cli.experiments.results)
+    train_steps, lr, batch_size, recorded_at, train_reward DOUBLE (the mean reward trained on up to a held-out row,
+    beside its score; NULL where an experiment does not record it) (see cli.experiments.results)
 
 ``version`` and ``date`` (and ``run`` for ``trained``) come from the hive-style folder names. Views see the globs
 that had files when they were made: ``create_views(con, store)`` again (or a new connection) picks up a tree created
@@ -66,13 +74,16 @@ RECORD_COLUMNS = {
                   + _RECORD_COMMON,
     "events": "event VARCHAR, source VARCHAR, message VARCHAR, session VARCHAR, user VARCHAR, turn_type VARCHAR, "
               "model VARCHAR, prompt_tokens BIGINT, max_tokens BIGINT, context_length BIGINT, stream BOOLEAN, "
-              "code VARCHAR, request_id VARCHAR, completion_tokens BIGINT, " + _RECORD_COMMON,
+              "code VARCHAR, request_id VARCHAR, completion_tokens BIGINT, "
+              # a training run's (version_accepted, version_rejected, reward_hacking_suspected, rollback)
+              "run VARCHAR, adapter VARCHAR, candidate_version BIGINT, step BIGINT, train_reward DOUBLE, "
+              "heldout DOUBLE, live_heldout DOUBLE, gate VARCHAR, to_version BIGINT, " + _RECORD_COMMON,
 }
 TRAINED_COLUMNS = "sample_id VARCHAR, step BIGINT, trained_at TIMESTAMPTZ, run VARCHAR"
 EXPERIMENT_COLUMNS = ("experiment VARCHAR, setting VARCHAR, method VARCHAR, seed BIGINT, run VARCHAR, "
                       "interactions BIGINT, phase VARCHAR, score DOUBLE, accuracy DOUBLE, degenerate_rate DOUBLE, "
                       "n_problems BIGINT, policy_version BIGINT, samples_trained BIGINT, train_steps BIGINT, "
-                      "lr DOUBLE, batch_size BIGINT, recorded_at TIMESTAMPTZ")
+                      "lr DOUBLE, batch_size BIGINT, recorded_at TIMESTAMPTZ, train_reward DOUBLE")
 VIEWS = ("turns", "judgements", "events", "samples", "trained", "experiments")
 
 

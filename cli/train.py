@@ -17,13 +17,15 @@ import typer
 
 from openclaw_rl.settings import Settings, get_settings
 
-app = typer.Typer(help="Training runs: start one, follow it, pause, resume, change hyper-parameters, stop.",
+app = typer.Typer(help="Training runs: start one, follow it, pause, resume, change hyper-parameters, roll back, stop.",
                   no_args_is_help=True)
 
 Run = Annotated[str, typer.Option("--run", help="training run name")]
 CARRIED = {"step", "policy_version", "checkpoint", "checkpoint_version", "checkpoint_path", "samples_trained",
            "excluded_stale", "sealed_through", "paused", "stop_requested", "last_error",
-           "applied_requests", "recent_steps"}
+           "applied_requests", "recent_steps", "rollouts_started", "recent_rollouts", "checkpoint_step",
+           "live_checkpoint", "live_step", "rollback_to", "versions_rejected", "rollbacks", "last_verdict",
+           "gate_points", "served"}
 
 
 def start_input_json(inp: Any) -> dict[str, Any]:
@@ -66,17 +68,37 @@ def start(
     store_url: Annotated[str | None, typer.Option("--store-url", help="default: settings")] = None,
     max_steps: Annotated[int, typer.Option("--max-steps", help="0: run until stopped")] = 0,
     poll_s: Annotated[float, typer.Option("--poll-s")] = 5.0,
+    adapter: Annotated[str, typer.Option(help="train this LoRA adapter on the frozen base (empty: the full "
+                                              "model)")] = "",
+    lora_rank: Annotated[int, typer.Option("--lora-rank")] = 8,
+    lora_alpha: Annotated[int, typer.Option("--lora-alpha")] = 16,
+    lora_target: Annotated[list[str] | None, typer.Option(
+        "--lora-target", help="a module name the adapter wraps (repeat); default: attention and MLP projections")
+    ] = None,
+    gate: Annotated[str, typer.Option(help="held-out check a new version must pass before it is served, e.g. "
+                                           "personal:student (adapter runs)")] = "",
+    gate_margin: Annotated[float, typer.Option("--gate-margin", help="reject a candidate this far below the live "
+                                                                     "version")] = 0.05,
+    gate_problems: Annotated[int, typer.Option("--gate-problems")] = 16,
     print_only: Annotated[bool, typer.Option("--print-command", help="only print the temporal command")] = False,
 ) -> None:
     """Start a training run on the orchestrator queue; prints its id and the equivalent `temporal` command."""
-    from contracts.training import TRAINING_WORKFLOW, TrainingInput, training_workflow_id
+    from contracts.training import LORA_TARGETS, TRAINING_WORKFLOW, TrainingInput, training_workflow_id
+    from workflows.training import check_hparams
 
     s = get_settings()
     inp = TrainingInput(run=run, method=method, batch_size=batch_size, lr=lr, kl_beta=kl_beta, clip_eps=clip_eps,
                         clip_eps_high=clip_eps_high, max_staleness=max_staleness, ppo_epochs=ppo_epochs,
                         num_minibatches=num_minibatches, engines=list(engine or [s.engine_url]),
                         model_path=model_path or str(s.model_path), store_url=store_url or s.resolved_store_url,
-                        max_steps=max_steps, poll_s=poll_s, trainer_queue=s.task_queue_trainer)
+                        max_steps=max_steps, poll_s=poll_s, trainer_queue=s.task_queue_trainer, adapter=adapter,
+                        lora_rank=lora_rank, lora_alpha=lora_alpha, lora_targets=list(lora_target or LORA_TARGETS),
+                        gate=gate, gate_margin=gate_margin, gate_problems=gate_problems)
+    try:
+        check_hparams({f.name: getattr(inp, f.name) for f in fields(inp)})  # what the workflow would refuse
+    except ValueError as err:
+        typer.echo(f"refused: {err}", err=True)
+        raise typer.Exit(1) from None
     wid = training_workflow_id(run)
     command = temporal_command(s, wid, start_input_json(inp))
     if not print_only:
@@ -143,6 +165,24 @@ def set_hparams(
         return await (await _handle(run)).execute_update("set_hparams", upd, result_type=TrainingStatus)
 
     _print(_run(go()))
+
+
+@app.command()
+def rollback(
+    run: Run,
+    to: Annotated[int, typer.Option("--to", help="the policy version to serve again (0: the base model)")],
+) -> None:
+    """Serve an earlier version's weights again, as a new version (versions only go up), and train on from there.
+    Prints the new live version once the engines serve it."""
+    from contracts.training import RollbackRequest, TrainingStatus
+
+    async def go() -> TrainingStatus:
+        req = RollbackRequest(to_version=to, request_id=uuid.uuid4().hex, reason="cli")
+        return await (await _handle(run)).execute_update("rollback", req, result_type=TrainingStatus)
+
+    status = _run(go())
+    typer.echo(json.dumps({"run": run, "rolled_back_to": to, "live_version": status.live_version,
+                           "checkpoint": status.live_checkpoint, "adapter": status.adapter}, indent=2))
 
 
 def _control(run: str, name: str) -> None:

@@ -48,6 +48,9 @@ class TurnRef:
     # state of the session's previous main-line turn
     tail: list[dict] = field(default_factory=list)
     user_name: str = ""  # the key's name (`keys add NAME`): the session is found by it in the Temporal UI
+    # the key's own LoRA adapter (openclaw_rl.adapters), "" for a key on the shared policy: the session feeds that
+    # adapter's run, and teacher log-probs are taken under it
+    adapter: str = ""
 
 
 @dataclass

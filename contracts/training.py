@@ -1,4 +1,5 @@
-"""Training: TrainingWorkflow and its activities (select_batch, train_step, push_weights, seal_version).
+"""Training: TrainingWorkflow and its activities (select_batch, train_step, push_weights, seal_version; for adapter
+runs with a gate evaluate_candidate; base_checkpoint, find_version and record_training_event for rollbacks and events).
 
 New fields always get defaults so older histories still decode.
 """
@@ -13,8 +14,23 @@ TRAINING_WORKFLOW = "TrainingWorkflow"
 SAMPLES_AVAILABLE_SIGNAL = "samples_available"
 
 
+# every linear layer of a Qwen/Llama-style block: attention and MLP
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+CANDIDATE_SUFFIX = "~candidate"
+# what a training run writes into the ``events`` records (besides ALARM_EVENT)
+EVENT_ACCEPTED, EVENT_REJECTED, EVENT_ROLLBACK = "version_accepted", "version_rejected", "rollback"
+ALARM_EVENT = "reward_hacking_suspected"  # the general experiment's name for the same alarm
+VERDICT_FILE = "verdict.json"
+
+
 def training_workflow_id(run: str) -> str:
     return f"training/{run}"
+
+
+def candidate_adapter(adapter: str) -> str:
+    """The name a candidate version of ``adapter`` is staged under in an engine while the gate scores it: beside the
+    live adapter, so users keep being served by the live one."""
+    return adapter + CANDIDATE_SUFFIX
 
 
 @dataclass
@@ -41,6 +57,10 @@ class TrainHparams:
     binary_credit: str = "all"  # "words": the binary reward skips the tokens that spell a number
     seed: int = 0
     step_sleep_s: float = 0.0  # tests: stretch a step (heartbeating) so a worker can be killed in the middle
+    adapter: str = ""  # LoRA adapter name: only the adapter trains, the base stays frozen; "" = the full model
+    lora_rank: int = 8
+    lora_alpha: int = 16
+    lora_targets: list[str] = field(default_factory=lambda: list(LORA_TARGETS))
 
 
 @dataclass
@@ -54,6 +74,7 @@ class StepSummary:
     kl_ref: float = 0.0
     entropy: float = 0.0
     grad_norm: float = 0.0
+    reward_mean: float = 0.0  # mean reward of the batch's samples (what the run optimises)
     train_rollout_abs_diff_mean: float = 0.0
     train_rollout_abs_diff_max: float = 0.0
     tokens_per_s: float = 0.0
@@ -65,10 +86,49 @@ class StepSummary:
 
 
 @dataclass
+class GateVerdict:
+    """What the gate said about one candidate version (also ``verdict.json`` in its checkpoint)."""
+
+    version: int = 0  # the candidate's policy version (served as such only when accepted)
+    step: int = 0
+    checkpoint: str = ""
+    accepted: bool = True
+    live: float = 0.0  # held-out score of the live version
+    candidate: float = 0.0  # held-out score of the candidate
+    n: int = 0  # held-out problems scored
+    margin: float = 0.0
+    reason: str = ""
+
+
+@dataclass
+class GatePoint:
+    """One gated step: the batch's training reward next to the candidate's held-out score (the alarm compares them)."""
+
+    step: int = 0
+    version: int = 0
+    train_reward: float = 0.0
+    heldout: float = 0.0
+
+
+@dataclass
+class ServedVersion:
+    """A policy version the engines were given, and the checkpoint it is (for ``rollback``)."""
+
+    version: int = 0
+    checkpoint: str = ""  # "" = the base model
+    step: int = 0  # the train step that wrote the checkpoint
+    source: str = "train"  # "train" | "rollback"
+
+
+@dataclass
 class TrainingInput:
     """One training run. Flat on purpose, so `temporal workflow start --input '{"run": "r1", "lr": 1e-5}'` works.
 
-    The fields after ``keep_checkpoints`` are state carried across continue-as-new; a new run leaves them alone.
+    The fields from ``step`` on are state carried across continue-as-new; a new run leaves them alone.
+
+    With ``adapter`` the run trains a LoRA adapter of that name on a frozen base and the engines serve it beside the
+    base (``/load_lora_adapter``); with ``gate`` too, every new version is scored on a held-out check against the live
+    one before it is served, and a worse one is kept out.
     """
 
     run: str = "default"
@@ -112,12 +172,30 @@ class TrainingInput:
     binary_credit: str = "all"  # "words": the binary reward skips the tokens that spell a number
     seed: int = 0
     step_sleep_s: float = 0.0
+    # per-user adapter (see TrainHparams) and the gate in front of every push
+    adapter: str = ""
+    lora_rank: int = 8
+    lora_alpha: int = 16
+    lora_targets: list[str] = field(default_factory=lambda: list(LORA_TARGETS))
+    gate: str = ""  # held-out check a candidate must pass before it is served, e.g. "personal:student"; "" = none
+    gate_margin: float = 0.05  # a candidate scoring more than this below the live version is rejected
+    gate_problems: int = 16  # held-out problems per evaluation (the same ones every time: scores compare over steps)
+    gate_timeout_s: float = 1800.0  # start-to-close of one evaluation (it heartbeats)
     # carried state
     step: int = 0  # train steps completed
     policy_version: int = 0  # the version engines serve; samples of this version are trainable
-    checkpoint: str = ""  # store key prefix of the latest checkpoint ("" = the base model)
+    checkpoint: str = ""  # store key prefix of the checkpoint the next step starts from ("" = the base model)
     checkpoint_version: int = 0  # the policy version that checkpoint holds; > policy_version: not pushed yet
-    checkpoint_path: str = ""  # the folder the engines were told to load
+    checkpoint_path: str = ""  # what the engines were told to load (a folder, or a store URL they download)
+    checkpoint_step: int = -1  # the train step that wrote ``checkpoint`` (-1: ``step``, as before rollbacks existed)
+    live_checkpoint: str = ""  # the checkpoint of the version the engines serve ("" = the base model)
+    live_step: int = -1  # the step that wrote it (-1: not known yet)
+    rollback_to: int = -1  # >= 0: the unpushed checkpoint is this version's, rolled back to (pushed without the gate)
+    versions_rejected: int = 0
+    rollbacks: int = 0
+    last_verdict: GateVerdict | None = None
+    gate_points: list[GatePoint] = field(default_factory=list)  # the last few gated steps, for the alarm
+    served: list[ServedVersion] = field(default_factory=list)  # the last versions pushed, newest last
     samples_trained: int = 0
     excluded_stale: int = 0  # samples archived without training because their version fell out of the window
     sealed_through: int = -1  # highest policy version whose samples are sealed
@@ -158,8 +236,11 @@ class TrainStepInput:
     versions: list[int] = field(default_factory=list)
     model_path: str = ""  # base model
     store_url: str = ""
-    resume_from: str = ""  # store key prefix of the step - 1 checkpoint; "" = the base model
+    resume_from: str = ""  # store key prefix of the checkpoint to start from; "" = the base model
     hparams: TrainHparams = field(default_factory=TrainHparams)
+    # the step that wrote ``resume_from``; -1: step - 1. Lower after a rejected candidate or a rollback: the step
+    # starts again from the live checkpoint
+    resume_step: int = -1
 
 
 @dataclass
@@ -177,16 +258,18 @@ class TrainStepOutput:
 @dataclass
 class PushWeightsInput:
     engines: list[str] = field(default_factory=list)
-    checkpoint: str = ""  # store key prefix of the checkpoint
+    checkpoint: str = ""  # store key prefix of the checkpoint; "" = the base model at ``model_path``
     store_url: str = ""
     weight_version: str = ""
+    adapter: str = ""  # an adapter run: the engines load the checkpoint as this LoRA adapter
+    model_path: str = ""  # the base model folder (on the engines' host), pushed when ``checkpoint`` is ""
 
 
 @dataclass
 class PushWeightsOutput:
     engines: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # already serving weight_version
-    model_path: str = ""  # the local folder the engines loaded
+    model_path: str = ""  # what the engines were told to load: a folder, or a store URL they download themselves
     seconds: float = 0.0
 
 
@@ -198,6 +281,7 @@ class SealInput:
     records_through: int = -1  # seal record partitions of every version <= this
     sealed_through: int = -1  # versions <= this were sealed before: only their late arrivals count as untrained
     checkpoints_before_step: int = 0  # delete the run's checkpoints of steps below this (0: keep all)
+    keep: list[str] = field(default_factory=list)  # checkpoint prefixes never deleted (the live one, the next start)
 
 
 @dataclass
@@ -207,6 +291,75 @@ class SealOutput:
     untrained_archived: int = 0  # distinct sample ids archived without ever being trained
     records_archived: int = 0
     checkpoints_deleted: int = 0
+
+
+@dataclass
+class EvaluateInput:
+    """evaluate_candidate: stage the candidate checkpoint in ``engine`` beside the live adapter and score both."""
+
+    run: str
+    store_url: str = ""
+    engine: str = ""
+    adapter: str = ""
+    checkpoint: str = ""  # the candidate's store key prefix
+    step: int = 0
+    candidate_version: int = 0
+    live_version: int = 0
+    gate: str = ""
+    margin: float = 0.05
+    problems: int = 16
+    seed: int = 0
+    train_reward: float = 0.0  # the step's batch reward, recorded beside the scores in the event
+
+
+@dataclass
+class BaseCheckpointInput:
+    """base_checkpoint: an adapter run's version 0 as a checkpoint (a fresh adapter: the base unchanged)."""
+
+    run: str
+    store_url: str = ""
+    model_path: str = ""
+    hparams: TrainHparams = field(default_factory=TrainHparams)
+
+
+@dataclass
+class FindVersionInput:
+    """find_version: the checkpoint that holds policy version ``version`` (``checkpoint``: where the run recorded it,
+    "" to look it up in the store)."""
+
+    run: str
+    store_url: str = ""
+    version: int = 0
+    checkpoint: str = ""
+
+
+@dataclass
+class FindVersionOutput:
+    checkpoint: str = ""
+    step: int = 0
+
+
+@dataclass
+class TrainingEvent:
+    """One ``events`` record of a training run (``record_training_event``); ``fields`` are extra columns."""
+
+    run: str
+    store_url: str = ""
+    event: str = ""
+    policy_version: int = 0
+    message: str = ""
+    adapter: str = ""
+    key: str = ""  # what makes the event unique in the run (a retry rewrites the same record)
+    fields: dict = field(default_factory=dict)
+
+
+@dataclass
+class RollbackRequest:
+    """rollback: serve the weights of policy version ``to_version`` again, as a new version (0: the base model)."""
+
+    to_version: int = 0
+    request_id: str = ""
+    reason: str = ""
 
 
 @dataclass
@@ -240,6 +393,8 @@ class HparamsUpdate:
     negative_credit_margin: float | None = None
     binary_credit: str | None = None
     step_sleep_s: float | None = None
+    gate_margin: float | None = None
+    gate_problems: int | None = None
 
 
 @dataclass
@@ -258,6 +413,13 @@ class TrainingStatus:
     last_error: str = ""
     engines: list[str] = field(default_factory=list)
     hparams: TrainHparams = field(default_factory=TrainHparams)
+    adapter: str = ""  # "" = a full-model run
+    gate: str = ""
+    live_version: int = 0  # the version the engines serve (policy_version; an unpushed or rejected one is not live)
+    live_checkpoint: str = ""  # its checkpoint ("" = the base model)
+    last_verdict: GateVerdict | None = None
+    versions_rejected: int = 0
+    rollbacks: int = 0
     last_step: StepSummary | None = None
     recent_steps: list[StepSummary] = field(default_factory=list)
     rollouts_started: int = 0

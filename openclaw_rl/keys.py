@@ -31,6 +31,7 @@ class ApiKey:
 
     key_id: str
     name: str
+    adapter: bool = False  # served by, and training, its own LoRA adapter (openclaw_rl.adapters)
 
 
 @dataclass
@@ -41,6 +42,7 @@ class KeyRecord:
     digest: str
     created_at: float
     revoked_at: float | None = None
+    adapter: bool = False  # `keys add NAME --adapter`: this user gets an adapter even without ADAPTER_PER_USER
 
     @property
     def active(self) -> bool:
@@ -90,8 +92,9 @@ class KeyStore:
         self._stamp = None
 
     # CLI side ---------------------------------------------------------------------------------------------------------
-    def add(self, name: str) -> str:
-        """Create a key for ``name``; returns the full key (the only time it exists in clear)."""
+    def add(self, name: str, adapter: bool = False) -> str:
+        """Create a key for ``name`` (with ``adapter``: its own LoRA adapter); returns the full key (the only time it
+        exists in clear)."""
         if not _NAME_RE.match(name):
             raise ValueError(f"bad key name {name!r}: letters, digits and _.@- only, at most 64 characters")
         with self._lock:
@@ -102,7 +105,7 @@ class KeyStore:
             while key_id in records:
                 key_id = secrets.token_hex(6)
             secret, salt = secrets.token_urlsafe(32), secrets.token_hex(16)
-            records[key_id] = KeyRecord(key_id, name, salt, _digest(salt, secret), time.time())
+            records[key_id] = KeyRecord(key_id, name, salt, _digest(salt, secret), time.time(), adapter=adapter)
             self._save(records)
         return f"{KEY_PREFIX}-{key_id}-{secret}"
 
@@ -133,4 +136,4 @@ class KeyStore:
             return None
         if not hmac.compare_digest(record.digest, _digest(record.salt, secret)):
             return None
-        return ApiKey(key_id=record.key_id, name=record.name)
+        return ApiKey(key_id=record.key_id, name=record.name, adapter=record.adapter)

@@ -1,10 +1,11 @@
 """The one client for policy engines (the local engine or SGLang), used by the gateway and by Temporal activities.
 
-It speaks only SGLang's native API (``/generate``, ``/update_weights_from_disk``, ``/get_model_info``, ``/health``,
-``/tokenize``, ``/abort_request``) and sends only fields SGLang defines (tests/test_policy_client_contract.py checks
-this). Timeouts are explicit; there are **no retries** here: Temporal retries activities, and a hidden retry inside
-an activity would double the work and blur the retry policy. Errors are ``PolicyEngineError`` with ``retryable``
-telling the activity whether a retry can help (5xx, connection and timeout errors) or not (4xx).
+It speaks only SGLang's native API (``/generate``, ``/update_weights_from_disk``, ``/load_lora_adapter``,
+``/unload_lora_adapter``, ``/get_model_info``, ``/health``, ``/tokenize``, ``/abort_request``) and sends only fields
+SGLang defines (tests/test_policy_client_contract.py checks this). Timeouts are explicit; there are **no retries**
+here: Temporal retries activities, and a hidden retry inside an activity would double the work and blur the retry
+policy. Errors are ``PolicyEngineError`` with ``retryable`` telling the activity whether a retry can help (5xx,
+connection and timeout errors) or not (4xx).
 
 Log-probs are always requested and kept with the exact token ids, so nothing is re-tokenised downstream.
 """
@@ -156,15 +157,19 @@ class PolicyClient:
 
     # -- generation -------------------------------------------------------------------------------------------------
     def _generate_body(self, input_ids: list[int], sampling: SamplingParams, rid: str | None,
-                       stream: bool) -> dict[str, Any]:
+                       stream: bool, lora_path: str | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"input_ids": list(input_ids), "sampling_params": sampling.to_sglang(),
                                 "return_logprob": True, "stream": stream}
         if rid is not None:
             body["rid"] = rid
+        if lora_path:
+            body["lora_path"] = lora_path
         return body
 
-    async def generate(self, input_ids: list[int], sampling: SamplingParams, rid: str | None = None) -> Generation:
-        out = await self._request("POST", "/generate", self._generate_body(input_ids, sampling, rid, False))
+    async def generate(self, input_ids: list[int], sampling: SamplingParams, rid: str | None = None,
+                       lora_path: str | None = None) -> Generation:
+        """One completion; ``lora_path`` names a LoRA adapter the engine has loaded (None: the base weights)."""
+        out = await self._request("POST", "/generate", self._generate_body(input_ids, sampling, rid, False, lora_path))
         if isinstance(out, list):
             out = out[0]
         meta = out["meta_info"]
@@ -178,10 +183,10 @@ class PolicyClient:
             cached_tokens=int(meta.get("cached_tokens") or 0))
 
     async def generate_stream(self, input_ids: list[int], sampling: SamplingParams,
-                              rid: str | None = None) -> AsyncIterator[GenerationChunk]:
+                              rid: str | None = None, lora_path: str | None = None) -> AsyncIterator[GenerationChunk]:
         """Chunks with only what is new. Works with SGLang's default cumulative stream and with
         ``--incremental-streaming-output`` (a chunk is cumulative when it carries as many ids as completion_tokens)."""
-        body = self._generate_body(input_ids, sampling, rid, True)
+        body = self._generate_body(input_ids, sampling, rid, True, lora_path)
         seen_ids, seen_text, done = 0, "", False
         try:
             async with self._http().post(self.base_url + "/generate", json=body) as resp:
@@ -224,7 +229,8 @@ class PolicyClient:
         except aiohttp.ClientError as exc:
             raise PolicyEngineError(0, f"stream from {self.base_url} broke: {exc!r}") from exc
 
-    async def score(self, prompt_ids: list[int], response_ids: list[int], temperature: float = 1.0) -> list[float]:
+    async def score(self, prompt_ids: list[int], response_ids: list[int], temperature: float = 1.0,
+                    lora_path: str | None = None) -> list[float]:
         """log p(response_ids[i] | prompt_ids + response_ids[:i]) under the engine's current weights, of the
         distribution at ``temperature`` (log_softmax(logits / temperature); 1.0: the model's own).
 
@@ -241,6 +247,8 @@ class PolicyClient:
         body = {"input_ids": list(prompt_ids) + list(response_ids),
                 "sampling_params": {"max_new_tokens": 0, "temperature": float(temperature)},
                 "return_logprob": True, "logprob_start_len": len(prompt_ids) - 1}
+        if lora_path:
+            body["lora_path"] = lora_path
         out = await self._request("POST", "/generate", body)
         if isinstance(out, list):
             out = out[0]
@@ -253,6 +261,23 @@ class PolicyClient:
     async def update_weights_from_disk(self, model_path: str, weight_version: str) -> dict[str, Any]:
         body = {"model_path": model_path, "weight_version": weight_version}
         return await self._request("POST", "/update_weights_from_disk", body)
+
+    async def load_lora_adapter(self, lora_name: str, lora_path: str,
+                                weight_version: str | None = None) -> dict[str, Any]:
+        """Serve the LoRA adapter in ``lora_path`` as ``lora_name`` (what ``/generate``'s ``lora_path`` names).
+
+        ``lora_path`` is a folder on the engine's host or a store URL (``s3://...`` or ``file://...``) that the engine
+        downloads itself, so the caller never copies a checkpoint. ``weight_version`` is the adapter's policy version
+        (``/get_model_info``'s ``loaded_lora_adapters`` reports it); SGLang has no such field and it is left out when
+        None. A refusal comes back as ``{"success": false, ...}`` or a 400."""
+        body: dict[str, Any] = {"lora_name": lora_name, "lora_path": lora_path}
+        if weight_version is not None:
+            body["weight_version"] = weight_version
+        return await self._request("POST", "/load_lora_adapter", body)
+
+    async def unload_lora_adapter(self, lora_name: str) -> dict[str, Any]:
+        """Stop serving the adapter ``lora_name``; requests naming it fail from then on."""
+        return await self._request("POST", "/unload_lora_adapter", {"lora_name": lora_name})
 
     async def model_info(self) -> dict[str, Any]:
         return await self._request("GET", "/get_model_info")

@@ -25,6 +25,15 @@ an engine serving in bf16 casts them when it loads them.
 
 ``save_checkpoint(dir)`` writes a Hugging Face folder the engine loads (``save_pretrained`` + the tokenizer files of
 the base model) plus ``optimizer.pt`` and ``trainer_state.json``; ``load_checkpoint(dir)`` resumes from one.
+
+LoRA adapters (``TrainConfig.adapter``, one per user): the model is the base wrapped by peft's LoRA on
+``lora_targets`` (rank ``lora_rank``, scale ``lora_alpha / lora_rank``, no dropout). peft's standard init leaves B at
+zero, so version 0 is exactly the base; A is drawn from ``seed``, so the same run starts from the same adapter. Only the
+adapter trains: the optimiser holds its parameters alone and the base weights never change, so every user's adapter
+shares one copy of the base in the engine. The KL reference is the same model with the adapter switched off
+(``disable_adapter()``), not a second copy. A checkpoint holds the adapter alone (``adapter_config.json`` and
+``adapter_model.safetensors``, what ``/load_lora_adapter`` and peft read), the tokenizer files, the adapter's optimizer
+state and ``trainer_state.json`` (``adapter`` and ``base_model_path``: a resume loads that base, then the adapter).
 """
 
 from __future__ import annotations
@@ -35,8 +44,9 @@ import os
 import shutil
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +61,8 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 STATE_FILE = "trainer_state.json"
 BINARY_CREDIT = ("all", "words")
 OPTIMIZER_FILE = "optimizer.pt"
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 Progress = Callable[[int, int], None]  # (updates done, updates in the step)
 
@@ -82,7 +94,12 @@ class TrainConfig:
     # rlcore.combined_advantages' reward_on: "all" (the paper) puts the binary reward on every response token; "words"
     # keeps it off the tokens that spell a number (any digit), so a vote on style never credits or blames a digit
     binary_credit: str = "all"
-    seed: int = 0
+    seed: int = 0  # minibatch shuffling, and a new LoRA adapter's initial A
+    # a LoRA adapter of this name trains on the frozen base ("" = the full model; see the module docstring)
+    adapter: str = ""
+    lora_rank: int = 8
+    lora_alpha: int = 16
+    lora_targets: list[str] = field(default_factory=lambda: list(LORA_TARGETS))
 
 
 def default_device() -> torch.device:
@@ -91,8 +108,12 @@ def default_device() -> torch.device:
 
 class TorchBackend:
     def __init__(self, model_path: str | Path, config: TrainConfig | None = None,
-                 device: str | torch.device | None = None, base_path: str | Path | None = None) -> None:
+                 device: str | torch.device | None = None, base_path: str | Path | None = None,
+                 adapter_path: str | Path | None = None) -> None:
+        """``model_path``: the weights to start from (for an adapter run: the base model); ``adapter_path``: an
+        adapter run's saved adapter to start from instead of a new one."""
         self.config = config or TrainConfig()
+        self.adapter = self.config.adapter
         self.device = torch.device(device) if device is not None else default_device()
         # Master weights and optimiser state stay fp32 (an AdamW step of lr 1e-5 mostly rounds away in bf16 weights);
         # on a GPU the forward and backward run in bf16 under autocast.
@@ -103,36 +124,68 @@ class TorchBackend:
         self.step = 0
         self.policy_version = 0
         self.ref: torch.nn.Module | None = None
-        self._load_model(Path(model_path))
+        self._load_model(Path(model_path), Path(adapter_path) if adapter_path else None)
         self.set_config(self.config)
 
     # -- model, optimiser, config -----------------------------------------------------------------------------------
     @classmethod
     def from_checkpoint(cls, directory: str | Path, config: TrainConfig | None = None,
                         device: str | torch.device | None = None) -> "TorchBackend":
+        """Resume a checkpoint; an adapter checkpoint loads its base model first. ``config`` None: the defaults, with
+        the checkpoint's adapter settings."""
         state = read_state(directory, backend="torch")
-        backend = cls(directory, config, device, base_path=state.get("base_model_path") or directory)
+        config = _checked_config(config, state, directory)
+        if state.get("adapter"):
+            backend = cls(state["base_model_path"], config, device, adapter_path=directory)
+        else:
+            backend = cls(directory, config, device, base_path=state.get("base_model_path") or directory)
         backend._restore(Path(directory), state)
         return backend
 
-    def _load_model(self, path: Path) -> None:
+    def _load_model(self, path: Path, adapter_path: Path | None = None) -> None:
         from transformers import AutoModelForCausalLM
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=self.dtype).to(self.device)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=self.dtype)
+        if self.adapter:
+            model = self._with_adapter(model, adapter_path)
+        self.model = model.to(self.device)
         self.model.eval()
         self.pad_id = int(self.model.config.pad_token_id or 0)
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=self.config.lr,
+        # an adapter run's optimiser holds the adapter alone: the base gets no gradient, no state, no update
+        self.trainable = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(self.trainable, lr=self.config.lr,
                                            weight_decay=self.config.weight_decay,
                                            eps=self.config.adam_eps)
 
+    def _with_adapter(self, model: torch.nn.Module, adapter_path: Path | None) -> torch.nn.Module:
+        """``model`` (the base) wrapped by peft's LoRA: a saved adapter, or a new one drawn from the config's seed."""
+        from peft import LoraConfig, PeftModel, get_peft_model
+
+        if adapter_path is not None:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing", category=FutureWarning)
+                return PeftModel.from_pretrained(model, adapter_path, is_trainable=True)
+        cfg = self.config
+        lora = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, target_modules=list(cfg.lora_targets),
+                          lora_dropout=0.0, bias="none", task_type="CAUSAL_LM")
+        with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+            # peft still asks transformers a deprecated question; nothing here to act on
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing", category=FutureWarning)
+            torch.manual_seed(cfg.seed)  # A from the seed, without moving the process's random stream
+            return get_peft_model(model, lora)
+
     def set_config(self, config: TrainConfig) -> None:
-        """New hyper-parameters from the next step on; the reference model is loaded when KL is first switched on."""
+        """New hyper-parameters from the next step on; the reference model is loaded when KL is first switched on
+        (an adapter run needs none: its reference is the base under the adapter)."""
+        if config.adapter != self.adapter:
+            raise ValueError(f"the backend trains {self.adapter or 'the full model'!r}; a config for "
+                             f"{config.adapter or 'the full model'!r} cannot switch it")
         self.config = config
         for group in self.optimizer.param_groups:
             group["lr"], group["weight_decay"], group["eps"] = config.lr, config.weight_decay, config.adam_eps
-        if config.kl_beta > 0 and self.ref is None:
+        if config.kl_beta > 0 and self.ref is None and not self.adapter:
             from transformers import AutoModelForCausalLM
 
             self.ref = AutoModelForCausalLM.from_pretrained(self.base_path, dtype=self.compute_dtype)
@@ -156,7 +209,7 @@ class TorchBackend:
         updates = [(epoch, rows) for epoch in range(cfg.ppo_epochs) for rows in minibatches(
             len(samples), cfg.num_minibatches, torch.Generator().manual_seed(cfg.seed * 1_000_003 + self.step))]
         old = self.logprobs(self.model, batch) if len(updates) > 1 else None
-        ref = self.logprobs(self.ref, batch) if cfg.kl_beta > 0 and self.ref is not None else None
+        ref = self._ref_logprobs(batch)
         stats: list[dict[str, float]] = []
         epoch_losses = [0.0] * cfg.ppo_epochs
         for done, (epoch, rows) in enumerate(updates, start=1):
@@ -171,9 +224,20 @@ class TorchBackend:
         out.update({k: max(s[k] for s in stats) for k in stats[0] if k.endswith("_max")})
         tokens = batch.n_tokens * cfg.ppo_epochs
         out.update(step=self.step, n_samples=len(samples), trained_tokens=int(batch.mask.sum()),
+                   reward_mean=sum(float(getattr(s, "reward", 0.0) or 0.0) for s in samples) / len(samples),
                    n_updates=len(updates), epoch_losses=epoch_losses, tokens=tokens, duration_s=elapsed,
                    tokens_per_s=tokens / max(elapsed, 1e-9), lr=cfg.lr)
         return out
+
+    def _ref_logprobs(self, batch: Batch) -> torch.Tensor | None:
+        """log pi_ref of the response tokens for the KL term (None without one): the frozen base model, which for an
+        adapter run is the trained model with its adapter switched off."""
+        if self.config.kl_beta <= 0:
+            return None
+        if self.adapter:
+            with self.model.disable_adapter():
+                return self.logprobs(self.model, batch)
+        return self.logprobs(self.ref, batch) if self.ref is not None else None
 
     def _micro_loss(self, mb: Any, logp: torch.Tensor, entropy: torch.Tensor, old_logp: torch.Tensor,
                     ref_logp: torch.Tensor | None, total: float, acc: dict[str, float]) -> None:
@@ -207,7 +271,7 @@ class TorchBackend:
             logp, entropy = response_logprobs(*self._logits(self.model, mb), with_entropy=True)  # [b, T]
             old_logp = old[micro, :T] if old is not None else logp.detach()  # see the module docstring, step 2
             self._micro_loss(mb, logp, entropy, old_logp, ref[micro, :T] if ref is not None else None, total, acc)
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.trainable, cfg.grad_clip)
         self.optimizer.step()
         acc["grad_norm"] = float(grad_norm)
         return acc
@@ -267,18 +331,21 @@ class TorchBackend:
 
     # -- checkpoints ------------------------------------------------------------------------------------------------
     def save_checkpoint(self, directory: str | Path, extra: dict[str, Any] | None = None) -> Path:
-        """Write the HF folder + optimizer + trainer state into a temporary folder, then rename it into place."""
+        """Write the HF folder (an adapter run: the adapter alone) + optimizer + trainer state into a temporary
+        folder, then rename it into place."""
         directory = Path(directory)
         directory.parent.mkdir(parents=True, exist_ok=True)
         tmp = directory.with_name(f".tmp-{uuid.uuid4().hex[:8]}-{directory.name}")
         try:
             self.model.save_pretrained(tmp, safe_serialization=True)
+            (tmp / "README.md").unlink(missing_ok=True)  # peft's model card template: nothing an engine reads
             for name in TOKENIZER_FILES:
                 if (self.base_path / name).is_file():
                     shutil.copy2(self.base_path / name, tmp / name)
             torch.save(self.optimizer.state_dict(), tmp / OPTIMIZER_FILE)
             state = {"step": self.step, "policy_version": self.policy_version, "base_model_path": str(self.base_path),
-                     "config": asdict(self.config), "saved_at": time.time(), **(extra or {})}
+                     "adapter": self.adapter, "config": asdict(self.config), "saved_at": time.time(),
+                     **(extra or {})}
             (tmp / STATE_FILE).write_text(json.dumps(state, indent=2, default=str))
             if directory.exists():  # a retried step rewrites its own checkpoint
                 shutil.rmtree(directory)
@@ -291,7 +358,11 @@ class TorchBackend:
         """Resume weights, optimiser state, step and policy version; the current config's lr wins."""
         directory = Path(directory)
         state = read_state(directory)
-        self._load_model(directory)
+        _checked_config(self.config, state, directory)
+        if self.adapter:
+            self._load_model(Path(state["base_model_path"]), adapter_path=directory)
+        else:
+            self._load_model(directory)
         self._restore(directory, state)
         return state
 
@@ -301,6 +372,19 @@ class TorchBackend:
         self.base_path = Path(state.get("base_model_path") or self.base_path)
         self.set_config(self.config)
         self.step, self.policy_version = int(state["step"]), int(state["policy_version"])
+
+
+def _checked_config(config: TrainConfig | None, state: dict[str, Any], directory: str | Path) -> TrainConfig:
+    """``config`` (None: the defaults with the checkpoint's adapter settings), refused (ValueError) when it trains
+    something else than the checkpoint holds: an adapter is not a full model, nor another user's adapter."""
+    saved = state.get("adapter") or ""
+    if config is None:
+        keys = ("lora_rank", "lora_alpha", "lora_targets")
+        config = TrainConfig(**{k: v for k, v in (state.get("config") or {}).items() if k in keys}, adapter=saved)
+    if config.adapter != saved:
+        raise ValueError(f"checkpoint {directory} holds {f'adapter {saved!r}' if saved else 'a full model'}; the run "
+                         f"trains {f'adapter {config.adapter!r}' if config.adapter else 'the full model'}")
+    return config
 
 
 @functools.lru_cache(maxsize=8)

@@ -169,11 +169,13 @@ def build_training_activities(s: Settings) -> list[Callable[..., Any]]:
         return PolicyClient(url, timeout_s=max(s.http_timeout_s, 600.0), connect_timeout_s=s.http_connect_timeout_s)
 
     acts = StoreActivities(_store_cache(s), policy)
-    return [acts.select_batch, acts.push_weights, acts.seal_version]
+    return [acts.select_batch, acts.push_weights, acts.seal_version, acts.evaluate_candidate, acts.find_version,
+            acts.record_training_event]
 
 
 def build_trainer_worker(client: Client, s: Settings, tq: str) -> Worker:
-    """train_step is a sync activity (torch holds the thread): one at a time, in its own thread pool."""
+    """train_step and base_checkpoint are sync activities (torch holds the thread): one at a time, in their own thread
+    pool, so they share the one in-memory model."""
     from concurrent.futures import ThreadPoolExecutor
 
     from activities.training import TrainerActivities
@@ -184,7 +186,8 @@ def build_trainer_worker(client: Client, s: Settings, tq: str) -> Worker:
 
         megatron = MegatronLaunch(nproc=s.megatron_nproc, tp=s.megatron_tp)
     acts = TrainerActivities(_store_cache(s), megatron=megatron)
-    return Worker(client, task_queue=tq, activities=[acts.train_step], max_concurrent_activities=1,
+    return Worker(client, task_queue=tq, activities=[acts.train_step, acts.base_checkpoint],
+                  max_concurrent_activities=1,
                   activity_executor=ThreadPoolExecutor(max_workers=1, thread_name_prefix="train"))
 
 

@@ -32,6 +32,7 @@ RESPONSES: dict = {
                   {"const": "[DONE]"}]}}}}}},
     400: _error("invalid request (the failing field in `error.param`), or the context length is exceeded"),
     401: _error("missing, wrong or revoked API key"),
+    404: _error("`model` names an adapter this key may not use (`GET /v1/models` lists the key's own)"),
     413: _error("request body over the gateway's limit"),
     429: _error("too many requests in flight for this API key; see `Retry-After`"),
     500: _error("unexpected gateway error (a request id, no detail)"),

@@ -1,4 +1,5 @@
-"""``GET /v1/models``: the one policy this gateway serves."""
+"""``GET /v1/models``: the policy this key is served by (the shared one, or ``<base>:<adapter>`` for a key with its own
+adapter)."""
 
 from __future__ import annotations
 
@@ -15,5 +16,5 @@ _STARTED = int(time.time())
 
 @router.get("/v1/models", response_model=ModelList, responses={
     401: {"model": ErrorResponse, "description": "missing, wrong or revoked API key"}})
-async def list_models(_: AuthKey, gw: GatewayDep) -> ModelList:
-    return ModelList(data=[ModelCard(id=gw.model_name, created=_STARTED)])
+async def list_models(user: AuthKey, gw: GatewayDep) -> ModelList:
+    return ModelList(data=[ModelCard(id=gw.model_of(user), created=_STARTED)])

@@ -485,8 +485,9 @@ class RunTrainer:
     """The run's TrainingWorkflow: start, status, wait until no full batch is left, stop."""
 
     def __init__(self, client: Any, s: Settings, where: RunPlace, method: str, cfg: ExperimentConfig,
-                 model: Path) -> None:
+                 model: Path, extra: dict[str, Any] | None = None) -> None:
         self.client, self.s, self.method, self.cfg, self.model = client, s, method, cfg, model
+        self.extra = extra or {}  # more TrainingInput fields (a per-user run's adapter, its own lr)
         self.run, self.store_url, self.store = where.run, where.store_url, where.store
         self.handle: Any = None
         self.ended: Any = None
@@ -497,8 +498,9 @@ class RunTrainer:
         cfg = self.cfg
         inp = TrainingInput(run=self.run, method=self.method, batch_size=cfg.batch_size, store_url=self.store_url,
                             max_staleness=cfg.max_staleness, engines=[self.s.engine_url], model_path=str(self.model),
-                            lr=cfg.lr, kl_beta=cfg.kl_beta, poll_s=1.0, max_poll_s=5.0,
-                            **{"ppo_epochs": cfg.ppo_epochs, **trainer_options(cfg.trainer)})
+                            kl_beta=cfg.kl_beta, poll_s=1.0, max_poll_s=5.0,
+                            **{"lr": cfg.lr, "ppo_epochs": cfg.ppo_epochs, **trainer_options(cfg.trainer),
+                               **self.extra})
         self.handle = await self.client.start_workflow(TRAINING_WORKFLOW, inp, id=training_workflow_id(self.run),
                                                        task_queue=self.s.task_queue_orchestrator,
                                                        result_type=TrainingStatus)
@@ -623,8 +625,25 @@ def personal_command(
     keep_models: Annotated[bool, typer.Option(help="keep each run's model copy")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON (alone on stdout)")] = False,
     progress: Annotated[bool, typer.Option(help="progress bars on stderr")] = True,
+    users: Annotated[str, typer.Option(help="several simulated users at once, comma-separated (student, teacher, "
+                                            "structured), each through its own key; see --modes")] = "",
+    modes: Annotated[str, typer.Option(help="with --users: adapters (a LoRA adapter per user), shared (one policy) "
+                                            "and/or solo (each user alone, with its adapter)")] = "adapters,shared",
+    adapter_lr: Annotated[float, typer.Option(help="with --users: learning rate of the adapter runs")] = 1e-3,
+    lora_rank: Annotated[int, typer.Option(help="with --users: LoRA rank of each adapter")] = 16,
+    lora_alpha: Annotated[int, typer.Option(help="with --users: LoRA alpha")] = 32,
+    gate: Annotated[bool, typer.Option(help="with --users: a new adapter version is served only if it scores no "
+                                            "worse on the user's held-out check")] = False,
 ) -> None:
     """Simulated user, online training, before/after evaluation on held-out problems (the paper's Table 3)."""
+    if users:
+        _users_command(users, modes, adapter_lr, lora_rank, lora_alpha, gate, interactions=interactions, seeds=seeds,
+                       eval_every=eval_every, eval_problems=eval_problems, rounds=rounds, lr=lr,
+                       ppo_epochs=ppo_epochs, batch_size=batch_size, max_staleness=max_staleness, kl_beta=kl_beta,
+                       teacher_temperature=teacher_temperature, trainer=trainer, temperature=temperature,
+                       concurrency=concurrency, pace=pace, final_batch=final_batch, preset=preset, model_path=model,
+                       out=out, keep_models=keep_models, progress=progress, as_json=as_json)
+        return
     cfg = ExperimentConfig(setting=setting, methods=[m.strip() for m in method.split(",") if m.strip()],
                            interactions=interactions, seeds=seeds, eval_every=eval_every, eval_problems=eval_problems,
                            rounds=rounds, lr=lr, ppo_epochs=ppo_epochs, batch_size=batch_size,
@@ -651,4 +670,30 @@ def personal_command(
                    f"{agg['accuracy_after']:.3f}, degenerate rate {agg['degenerate_rate_before']:.3f} -> "
                    f"{agg['degenerate_rate_after']:.3f}, samples trained {agg['samples_trained']}, policy versions "
                    f"{agg['policy_versions']}")
+    typer.echo(f"plot: {summary['plot']}\nresults: {summary['results']}\nquery: {summary['sql']}")
+
+
+def _users_command(users: str, modes: str, adapter_lr: float, lora_rank: int, lora_alpha: int, gate: bool,
+                   as_json: bool, trainer: list[str] | None, **common: Any) -> None:
+    from cli.experiments.users import UsersConfig, UsersExperiment, format_users_table
+
+    names = [u.strip() for u in users.split(",") if u.strip()]
+    try:
+        cfg = UsersConfig(users=names, modes=[m.strip() for m in modes.split(",") if m.strip()],
+                          adapter_lr=adapter_lr, lora_rank=lora_rank, lora_alpha=lora_alpha, gate=gate,
+                          trainer=personal_trainer(trainer or [], "student"), **common)
+        cfg.validate()
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    interrupt_on_sigterm()
+    try:
+        with UsersExperiment(cfg) as exp:
+            summary = exp.run()
+    except KeyboardInterrupt:
+        typer.echo("interrupted; everything started was stopped", err=True)
+        raise typer.Exit(130) from None
+    if as_json:
+        typer.echo(json.dumps(summary, default=str))
+        return
+    typer.echo(format_users_table(summary["table"]))
     typer.echo(f"plot: {summary['plot']}\nresults: {summary['results']}\nquery: {summary['sql']}")

@@ -34,7 +34,7 @@ def shipped_model() -> Path:
 
 @pytest.fixture(scope="module")
 def gate_engine(shipped_model: Path) -> Iterator[str]:
-    with running_engine(shipped_model, max_batch=16) as url:
+    with running_engine(shipped_model, max_batch=16, enable_lora=True) as url:
         yield url
 
 

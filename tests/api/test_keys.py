@@ -32,7 +32,19 @@ def test_secret_is_never_stored_and_file_is_private(tmp_path: Path) -> None:
     assert key not in text and key.split("-", 2)[2] not in text
     assert store.path.stat().st_mode & 0o077 == 0
     row = json.loads(text)["keys"][0]
-    assert set(row) == {"key_id", "name", "salt", "digest", "created_at", "revoked_at"}
+    assert set(row) == {"key_id", "name", "salt", "digest", "created_at", "revoked_at", "adapter"}
+
+
+def test_a_key_with_its_own_adapter_and_a_key_file_from_before_adapters(tmp_path: Path) -> None:
+    store = KeyStore.in_runtime_dir(tmp_path)
+    mine, shared = store.add("dora", adapter=True), store.add("eve")
+    assert store.verify(mine).adapter and not store.verify(shared).adapter
+    rows = json.loads(store.path.read_text())["keys"]
+    for row in rows:
+        del row["adapter"]  # a file written before adapters existed
+    store.path.write_text(json.dumps({"keys": rows}))
+    again = KeyStore.in_runtime_dir(tmp_path)
+    assert again.verify(mine) is not None and not again.verify(mine).adapter
 
 
 def test_names_are_unique_among_active_keys(tmp_path: Path) -> None:

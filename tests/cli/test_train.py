@@ -171,3 +171,36 @@ exit_past_the_temporal_bridge(CODE)
     said = subprocess.run([sys.executable, "-c", script.replace("CODE", "'no such run'")], capture_output=True,
                           text=True, timeout=60)
     assert said.returncode == 1 and "no such run" in said.stderr
+
+
+async def test_cli_refuses_a_gate_on_a_full_model_run_and_prints_adapter_fields(cli_env, tmp_path):
+    store_url = f"file://{tmp_path / 'store'}"
+    code, out = await cli("start", "--run", "g", "--gate", "personal:student", "--store-url", store_url,
+                          "--print-command")
+    assert code == 1 and "needs an adapter run" in out
+    code, out = await cli("start", "--run", "g", "--adapter", "u-a", "--gate", "personal:student", "--lora-rank", "4",
+                          "--lora-target", "q_proj", "--lora-target", "v_proj", "--store-url", store_url,
+                          "--engine", "http://127.0.0.1:9", "--print-command")
+    assert code == 0, out
+    command = json.loads(out)["temporal_command"]
+    payload = json.loads(shlex.split(command)[shlex.split(command).index("--input") + 1])
+    assert (payload["adapter"], payload["gate"], payload["lora_rank"], payload["lora_targets"]) == \
+        ("u-a", "personal:student", 4, ["q_proj", "v_proj"])
+    assert "lora_alpha" not in payload and "gate_margin" not in payload  # defaults stay out
+
+
+async def test_cli_rollback_of_a_version_never_served_is_refused(temporal_env, cli_env, tmp_path):
+    client: Client = temporal_env.client
+    run = f"rb-{uuid.uuid4().hex[:6]}"
+    store_url = f"file://{tmp_path / 'store'}"
+    async with orchestrator_worker(client, cli_env, StoreCache(store_url, tmp_path / "cache")):
+        code, out = await cli("start", "--run", run, "--store-url", store_url, "--engine", "http://127.0.0.1:9")
+        assert code == 0, out
+        handle = client.get_workflow_handle(f"training/{run}", result_type=TrainingStatus)
+        await _wait_phase(handle, "waiting")
+        code, out = await cli("rollback", "--run", run, "--to", "3")
+        assert code == 1 and "never served" in out
+        code, out = await cli("rollback", "--run", run, "--to", "0")
+        assert code == 1 and "live version already" in out
+        await handle.execute_update("stop", ControlRequest(), result_type=TrainingStatus)
+        assert (await asyncio.wait_for(handle.result(), timeout=60)).phase == "stopped"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -238,3 +238,117 @@ def test_binary_credit_words_leaves_number_tokens_to_opd_and_kl(random_model_pat
     with pytest.raises(ValueError, match="binary_credit"):
         TorchBackend(random_model_path, TrainConfig(binary_credit="digits"), device="cpu").train_step(
             [sample([5, 6], [8, 9], 1.0)])
+
+
+# -- LoRA adapters ----------------------------------------------------------------------------------------------------
+ADAPTER = TrainConfig(lr=1e-2, adapter="u-alice", seed=3)
+ADAPTER_BATCH = [sample([5, 6, 7], [8, 9, 10, 11], 1.0), sample([5, 6], [12, 13, 14], -1.0)]
+
+
+def _base_weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The base model's own tensors inside a peft model, keyed by their plain HF names."""
+    return {n.replace("base_model.model.", "", 1).replace(".base_layer", ""): p.detach().clone()
+            for n, p in model.named_parameters() if "lora_" not in n}
+
+
+def test_adapter_starts_at_the_base_and_trains_only_the_adapter(random_model_path: Path) -> None:
+    base = TorchBackend(random_model_path, TrainConfig(), device="cpu")
+    be = TorchBackend(random_model_path, ADAPTER, device="cpu")
+    batch = collate(ADAPTER_BATCH, be.pad_id)
+    # version 0 is the base: B starts at zero
+    assert torch.equal(be.logprobs(be.model, batch), base.logprobs(base.model, batch))
+    lora = {n for n, p in be.model.named_parameters() if p.requires_grad}
+    assert lora and all("lora_A" in n or "lora_B" in n for n in lora)
+    assert len(lora) == 2 * 7 * 2  # A and B on the 7 projections of each of the 2 layers
+    assert sum(len(g["params"]) for g in be.optimizer.param_groups) == len(lora)
+    before = _base_weights(be.model)
+    assert before.keys() == dict(base.model.named_parameters()).keys()
+    adapter_before = {n: p.detach().clone() for n, p in be.model.named_parameters() if p.requires_grad}
+
+    stats = be.train_step(ADAPTER_BATCH)
+    after = be.logprobs(be.model, batch)
+    delta = ((after - base.logprobs(base.model, batch)) * batch.mask).sum(dim=1)
+    assert delta[0] > 0 > delta[1] and stats["grad_norm"] > 0
+    assert stats["reward_mean"] == 0.0
+    for name, tensor in _base_weights(be.model).items():  # the base is bit-identical
+        assert torch.equal(tensor, before[name]), name
+    changed = [n for n, p in be.model.named_parameters() if p.requires_grad and not torch.equal(p, adapter_before[n])]
+    assert changed and any("lora_B" in n for n in changed)
+    # the same seed draws the same adapter; another seed another A
+    again = TorchBackend(random_model_path, ADAPTER, device="cpu")
+    other = TorchBackend(random_model_path, TrainConfig(adapter="u-alice", seed=4), device="cpu")
+    a = {n: p for n, p in again.model.named_parameters() if "lora_A" in n}
+    assert all(torch.equal(a[n], adapter_before[n]) for n in a)
+    assert not all(torch.equal(p, a[n]) for n, p in other.model.named_parameters() if "lora_A" in n)
+
+
+def test_adapter_kl_reference_is_the_base_with_the_adapter_off(random_model_path: Path) -> None:
+    be = TorchBackend(random_model_path, replace(ADAPTER, kl_beta=0.1), device="cpu")
+    assert be.ref is None  # no second copy of the model
+    base = TorchBackend(random_model_path, TrainConfig(), device="cpu")
+    batch = collate(ADAPTER_BATCH, be.pad_id)
+    first = be.train_step(ADAPTER_BATCH)
+    assert first["kl_ref"] == pytest.approx(0.0, abs=1e-7)  # the adapter started at zero
+    torch.testing.assert_close(be._ref_logprobs(batch), base.logprobs(base.model, batch), rtol=0, atol=0)
+    assert not torch.equal(be.logprobs(be.model, batch), base.logprobs(base.model, batch))
+    assert be.train_step(ADAPTER_BATCH)["kl_ref"] > 0
+
+
+def test_adapter_checkpoint_holds_only_the_adapter_and_resumes(random_model_path: Path, tmp_path: Path) -> None:
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    be = TorchBackend(random_model_path, ADAPTER, device="cpu")
+    be.train_step(ADAPTER_BATCH)
+    be.policy_version = 1
+    ckpt = be.save_checkpoint(tmp_path / "step=1", extra={"batch_digest": "abc"})
+    names = {p.name for p in ckpt.iterdir()}
+    assert {"adapter_config.json", "adapter_model.safetensors", "tokenizer.json", "optimizer.pt",
+            "trainer_state.json"} <= names
+    assert not names & {"model.safetensors", "config.json", "README.md"}
+    state = json.loads((ckpt / "trainer_state.json").read_text())
+    assert (state["adapter"], state["base_model_path"], state["step"]) == ("u-alice", str(random_model_path), 1)
+    config = json.loads((ckpt / "adapter_config.json").read_text())
+    assert (config["r"], config["lora_alpha"], config["lora_dropout"]) == (8, 16, 0.0)
+    assert set(config["target_modules"]) == set(ADAPTER.lora_targets)
+    assert (ckpt / "adapter_model.safetensors").stat().st_size < 200_000  # a fraction of the model
+
+    # peft reads it onto the base and gives the trainer's log-probs
+    batch = collate(ADAPTER_BATCH, be.pad_id)
+    served = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(random_model_path), ckpt).eval()
+    torch.testing.assert_close(be.logprobs(served, batch), be.logprobs(be.model, batch), rtol=0, atol=1e-6)
+
+    # a resumed backend (base + adapter + optimiser state) continues exactly as the one that kept running
+    back = TorchBackend.from_checkpoint(ckpt, ADAPTER, device="cpu")
+    assert (back.step, back.policy_version, back.adapter, back.base_path) == (1, 1, "u-alice", random_model_path)
+    assert TorchBackend.from_checkpoint(ckpt, device="cpu").adapter == "u-alice"  # no config: the checkpoint's
+    s1, s2 = be.train_step(ADAPTER_BATCH), back.train_step(ADAPTER_BATCH)
+    assert s1["loss"] == s2["loss"] and s1["grad_norm"] == s2["grad_norm"]
+    for (n, p), (_, q) in zip(be.model.named_parameters(), back.model.named_parameters()):
+        assert torch.equal(p, q), n
+    loaded = TorchBackend(random_model_path, ADAPTER, device="cpu")
+    loaded.load_checkpoint(ckpt)
+    assert loaded.step == 1 and torch.equal(loaded.logprobs(loaded.model, batch), be.logprobs(served, batch))
+
+    # an adapter checkpoint is not a full model, nor another user's adapter, and the reverse
+    with pytest.raises(ValueError, match="holds adapter 'u-alice'"):
+        TorchBackend.from_checkpoint(ckpt, TrainConfig(), device="cpu")
+    with pytest.raises(ValueError, match="trains adapter 'u-bob'"):
+        TorchBackend.from_checkpoint(ckpt, TrainConfig(adapter="u-bob"), device="cpu")
+    full = TorchBackend(random_model_path, TrainConfig(), device="cpu").save_checkpoint(tmp_path / "full")
+    with pytest.raises(ValueError, match="holds a full model"):
+        TorchBackend.from_checkpoint(full, ADAPTER, device="cpu")
+    with pytest.raises(ValueError, match="cannot switch"):
+        be.set_config(TrainConfig())
+
+
+def test_megatron_backend_refuses_adapter_runs(tmp_path: Path) -> None:
+    from trainer.megatron import refuse_adapter
+    from trainer.megatron.launch import MegatronLaunch
+
+    refuse_adapter(TrainConfig())
+    with pytest.raises(ValueError, match="full models only.*OPENCLAW_TRAINER_BACKEND=torch"):
+        refuse_adapter(ADAPTER)
+    with pytest.raises(ValueError, match="adapter run 'u-alice'"):  # before any torchrun job starts
+        MegatronLaunch().train_step(tmp_path / "model", [], ADAPTER, tmp_path / "out")
+    assert not (tmp_path / "out").exists()

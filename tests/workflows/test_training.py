@@ -45,16 +45,17 @@ def policy_factory(url: str) -> PolicyClient:
     return PolicyClient(url, timeout_s=120, connect_timeout_s=5)
 
 
-def orchestrator_worker(client: Client, tq: str, stores: StoreCache) -> Worker:
-    acts = StoreActivities(stores, policy_factory)
+def orchestrator_worker(client: Client, tq: str, stores: StoreCache, score_versions=None) -> Worker:
+    acts = StoreActivities(stores, policy_factory, score_versions=score_versions)
     return Worker(client, task_queue=tq, workflows=[TrainingWorkflow],
-                  activities=[acts.select_batch, acts.push_weights, acts.seal_version])
+                  activities=[acts.select_batch, acts.push_weights, acts.seal_version, acts.evaluate_candidate,
+                              acts.find_version, acts.record_training_event])
 
 
 def trainer_worker(client: Client, tq: str, stores: StoreCache) -> Worker:
     acts = TrainerActivities(stores, device="cpu")
-    return Worker(client, task_queue=tq, activities=[acts.train_step], max_concurrent_activities=1,
-                  activity_executor=ThreadPoolExecutor(max_workers=1))
+    return Worker(client, task_queue=tq, activities=[acts.train_step, acts.base_checkpoint],
+                  max_concurrent_activities=1, activity_executor=ThreadPoolExecutor(max_workers=1))
 
 
 def write_sample(store: LocalStore, run: str, sid: str, version: int, response: list[int], logprobs: list[float],

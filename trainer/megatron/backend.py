@@ -60,8 +60,12 @@ class MegatronBackend(TorchBackend):
         from megatron.core import parallel_state as ps
         from transformers import AutoConfig
 
+        from trainer.megatron import refuse_adapter
+
         # not super().__init__(): that loads an HF model; this sets the same attributes for a Megatron one
         self.config = config or TrainConfig()
+        refuse_adapter(self.config)
+        self.adapter = ""
         self.tp = tp
         self.device = parallel.init_distributed(tp, seed=self.config.seed)
         self.dtype = torch.float32 if self.device.type == "cpu" else torch.bfloat16

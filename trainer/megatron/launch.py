@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from trainer.megatron import refuse_adapter
 from trainer.megatron.run_step import JsonSample
 
 _REPO = Path(__file__).resolve().parents[2]
@@ -48,7 +49,9 @@ class MegatronLaunch:
                    resume: str | Path = "", start_step: int = 0, policy_version: int | None = None,
                    extra: dict[str, Any] | None = None) -> dict[str, Any]:
         """Train one step on ``samples`` (``Sample``-like objects) with ``config`` (a ``TrainConfig``); the
-        checkpoint goes to ``save_dir``. Returns the step's statistics."""
+        checkpoint goes to ``save_dir``. Returns the step's statistics. An adapter run is refused (ValueError)
+        before any job starts."""
+        refuse_adapter(config)
         with tempfile.TemporaryDirectory(prefix="megatron-step-") as tmp:
             work = Path(tmp)
             lines = [json.dumps({f.name: getattr(s, f.name, None) for f in fields(JsonSample)
@@ -57,7 +60,7 @@ class MegatronLaunch:
             args = ["--model", str(model_path), "--samples", str(work / "samples.jsonl"), "--out", str(work / "out"),
                     "--tp", str(self.tp), "--config", json.dumps(asdict(config)), "--save-dir", str(save_dir),
                     "--extra", json.dumps(extra or {})]
-            args += ["--resume", str(resume)] if resume else ["--start-step", str(start_step)]
+            args += (["--resume", str(resume)] if resume else []) + ["--start-step", str(start_step)]
             if policy_version is not None:
                 args += ["--policy-version", str(policy_version)]
             threads = max(1, (os.cpu_count() or 1) // self.nproc)  # OMP threads per rank: the cores shared out

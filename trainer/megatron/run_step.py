@@ -14,8 +14,9 @@ full-vocabulary logits of the batch rows before training, for checks against Hug
 
 The trainer worker (``OPENCLAW_TRAINER_BACKEND=megatron``) runs one step a process through
 ``trainer.megatron.launch``: ``--resume`` the previous step's checkpoint (weights, optimizer shards, step counter) or,
-at the first step, ``--start-step``; ``--policy-version`` and ``--extra`` (JSON) go into the checkpoint's
-``trainer_state.json``, written to ``--save-dir``.
+at the first step, the base model; ``--start-step`` sets the step counter (after a rollback a step resumes an older
+checkpoint); ``--policy-version`` and ``--extra`` (JSON) go into the checkpoint's ``trainer_state.json``, written to
+``--save-dir``.
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--save-initial", action="store_true",
                         help="write initial/ before any step (the weights after HF -> Megatron -> HF)")
     parser.add_argument("--resume", default="", help="checkpoint folder to continue from (weights, optimizer, step)")
-    parser.add_argument("--start-step", type=int, default=0, help="the step counter before training, without --resume")
+    parser.add_argument("--start-step", type=int, default=None,
+                        help="the step counter before training (default: 0, or the --resume checkpoint's)")
     parser.add_argument("--policy-version", type=int, default=None, help="policy version recorded in the checkpoint")
     parser.add_argument("--extra", default="{}", help="JSON object added to the checkpoint's trainer_state.json")
     parser.add_argument("--save-dir", default="", help="write the checkpoint after the steps here")
@@ -72,8 +74,8 @@ def main(argv: list[str] | None = None) -> None:
     backend = MegatronBackend(args.model, TrainConfig(**json.loads(args.config)), tp=args.tp)
     if args.resume:
         backend.load_checkpoint(args.resume)
-    else:
-        backend.step = args.start_step
+    if args.start_step is not None or not args.resume:
+        backend.step = args.start_step or 0  # after a rollback a step resumes an older checkpoint
     samples = read_samples(args.samples)
     out = Path(args.out)
     rank0 = torch.distributed.get_rank() == 0
