@@ -155,10 +155,12 @@ class UsersExperiment(Experiment):
         unique = list({id(t): t for t in trainers.values()}.values())
         sessions: list[str] = []
         try:
-            await asyncio.gather(*(self._evaluate_user(drivers[u], u, run, mode, seed, 0, evals, "before",
-                                                       trainers[u]) for u in keys))
+            # the runs first: a key's first turn (even an evaluation's side turn) would start its run with the
+            # gateway's settings
             for t in unique:
                 await t.start()
+            await asyncio.gather(*(self._evaluate_user(drivers[u], u, run, mode, seed, 0, evals, "before",
+                                                       trainers[u]) for u in keys))
             done = 0
             bar = _bar(cfg.interactions * len(keys), f"{mode} seed {seed}", cfg.progress)
             for stop in _checkpoints(cfg.interactions, cfg.eval_every):
