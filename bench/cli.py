@@ -156,7 +156,28 @@ def reliability(
         keep_runtime=keep_runtime)))
 
 
-ALL = ("serving", "gateway", "train", "turn-to-sample", "episode", "toolcall", "megatron-step", "reliability")
+@app.command()
+def adapters(
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object (the only output format)")] = True,
+    model: Annotated[Path | None, typer.Option("--model", help="HF folder for the tiny size; default: the built "
+                                                                "tiny model")] = None,
+    size: Annotated[str, typer.Option(help="tiny, medium (about 105M parameters, random weights: timing only) or "
+                                           "all")] = "all",
+    quick: Annotated[bool, typer.Option(help="the tiny size, a few requests of each kind")] = False,
+    s3_url: Annotated[str | None, typer.Option("--s3-url", help="also push through this s3:// store")] = None,
+) -> None:
+    """Per-user LoRA adapters: an adapter push (trainer save, upload, the engine's fetch and load) against a full push
+    of the same model, engine throughput with 8 adapters in the batch against none, memory per resident adapter."""
+    from bench.adapters import run
+
+    try:
+        typer.echo(json.dumps(run(model=model, size=None if quick else size, quick=quick, s3_url=s3_url)))
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+
+
+ALL = ("serving", "gateway", "train", "turn-to-sample", "episode", "toolcall", "megatron-step", "adapters",
+       "reliability")
 
 
 @app.command("all")

@@ -11,6 +11,8 @@ but has its documented columns; columns that records carry beyond those are adde
     completion_tokens BIGINT, latency_ms DOUBLE, finish_reason VARCHAR, temperature DOUBLE, top_p DOUBLE, top_k BIGINT
     (what the reply was sampled at: the request's values, else the model's defaults; NULL in records written before
     they were kept), policy_version BIGINT, recorded_at TIMESTAMPTZ, version BIGINT, date DATE, archived BOOLEAN
+    The run the turn feeds, ``run`` VARCHAR, and ``adapter`` VARCHAR (the key's own LoRA adapter, '' on the shared
+    policy): a user with its own adapter has its own run, and ``policy_version`` is that run's version.
 ``judgements`` (records/judgements): session VARCHAR, turn BIGINT, user VARCHAR, kind VARCHAR (the sample's method),
     emitted BOOLEAN (whether a sample was written), reason VARCHAR (why not), sample_id VARCHAR, reward DOUBLE,
     hint VARCHAR, hint_accepted BOOLEAN, method VARCHAR, policy_version BIGINT, recorded_at TIMESTAMPTZ,
@@ -66,7 +68,7 @@ RECORD_COLUMNS = {
     "turns": "request_id VARCHAR, session VARCHAR, turn BIGINT, user VARCHAR, user_name VARCHAR, turn_type VARCHAR, "
              "model VARCHAR, prompt_tokens BIGINT, "
              "cached_tokens BIGINT, completion_tokens BIGINT, latency_ms DOUBLE, finish_reason VARCHAR, "
-             "temperature DOUBLE, top_p DOUBLE, top_k BIGINT, "
+             "temperature DOUBLE, top_p DOUBLE, top_k BIGINT, run VARCHAR, adapter VARCHAR, "
              + _RECORD_COMMON,
     "judgements": "request_id VARCHAR, session VARCHAR, turn BIGINT, user VARCHAR, kind VARCHAR, emitted BOOLEAN, "
                   "reason VARCHAR, "

@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
 VOTE_ACTIVITY = {"prm": SessionActivities.prm_vote, "hint": SessionActivities.hint_vote}  # by the vote's kind
 
 SA_SESSION = SearchAttributeKey.for_keyword("OpenclawSession")
+SA_RUN = SearchAttributeKey.for_keyword("OpenclawRun")
 SA_USER = SearchAttributeKey.for_keyword("OpenclawUser")
 SA_USER_NAME = SearchAttributeKey.for_keyword("OpenclawUserName")
 SA_VERSION = SearchAttributeKey.for_int("OpenclawPolicyVersion")
@@ -92,6 +93,10 @@ class SessionWorkflow:
         workflow.upsert_search_attributes([SA_SESSION.value_set(s.session_id), SA_USER.value_set(s.user)])
         if s.user_name and workflow.patched("user-name-search-attribute"):
             workflow.upsert_search_attributes([SA_USER_NAME.value_set(s.user_name)])
+        # the run the session feeds: a user with its own adapter has its own run, and OpenclawPolicyVersion below is
+        # that run's version
+        if workflow.patched("run-search-attribute"):
+            workflow.upsert_search_attributes([SA_RUN.value_set(s.config.run)])
         cfg = s.config
         tasks: list[asyncio.Task[None]] = []
         while True:

@@ -138,6 +138,7 @@ async def test_session_pairs_turns_judges_and_emits(temporal_env, local_engine, 
     assert [w.id for w in found] == [wid]
     attrs = {k.name: v for k, v in ((p.key, p.value) for p in found[0].typed_search_attributes)}
     assert attrs["OpenclawLastScore"] in (-1.0, 1.0) and attrs["OpenclawPolicyVersion"] == 0
+    assert attrs["OpenclawRun"] == "t"  # the run the session feeds (a user's own run when it has an adapter)
 
     # the recorded history replays against the current workflow code
     history = await handle.fetch_history()
