@@ -210,6 +210,20 @@ def served_version(t: PreparedTurn, weight_version: Any) -> int:
     return policy_version_of(weight_version)
 
 
+def _adapter_gone(gw: Gateway, t: PreparedTurn, err: OpenAIError) -> bool:
+    """The engine refused the turn's adapter (unloaded since the gateway last looked): forget what the gateway knew
+    and serve this turn with the base model, as before the user's run had pushed anything (version 0 of its run)."""
+    cause = err.__cause__
+    if not t.lora or getattr(cause, "status", None) != 400 or t.lora not in str(getattr(cause, "message", "")):
+        return False
+    log.warning("engine does not serve the key's adapter; serving the base model", adapter=t.lora,
+                request_id=t.request_id)
+    if gw.served is not None:
+        gw.served.invalidate()
+    t.lora = None
+    return True
+
+
 def _lora(t: PreparedTurn) -> dict[str, Any]:
     """The engine call's adapter argument, only when there is one (engine clients without adapters stay valid)."""
     return {"lora_path": t.lora} if t.lora else {}
@@ -311,8 +325,14 @@ async def complete(gw: Gateway, t: PreparedTurn, request: Request) -> JSONRespon
     reply can be sent. ``X-Engine-Time-Ms`` says how long the engine call took (the rest is the gateway's)."""
     started = time.perf_counter()
     try:
-        gen = await _call_engine(gw, request, t.request_id, gw.policy.generate(t.prompt_ids, t.sampling,
-                                                                               rid=t.request_id, **_lora(t)))
+        try:
+            gen = await _call_engine(gw, request, t.request_id, gw.policy.generate(t.prompt_ids, t.sampling,
+                                                                                   rid=t.request_id, **_lora(t)))
+        except OpenAIError as e:
+            if not _adapter_gone(gw, t, e):
+                raise
+            gen = await _call_engine(gw, request, t.request_id, gw.policy.generate(t.prompt_ids, t.sampling,
+                                                                                   rid=t.request_id))
         engine_ms = (time.perf_counter() - started) * 1000.0
         content, calls = split_tool_calls(gen.text) if t.parse_tools else (gen.text, [])
         finish = _finish(gen.finish_reason, calls)
@@ -389,7 +409,14 @@ async def open_stream(gw: Gateway, t: PreparedTurn, request: Request, on_close: 
     headers = {**reply_headers(t), "Cache-Control": "no-cache"}
     engine = gw.policy.generate_stream(t.prompt_ids, t.sampling, rid=t.request_id, **_lora(t))
     try:
-        first = await _call_engine(gw, request, t.request_id, engine.__anext__())
+        try:
+            first = await _call_engine(gw, request, t.request_id, engine.__anext__())
+        except OpenAIError as e:
+            if not _adapter_gone(gw, t, e):
+                raise
+            await engine.aclose()
+            engine = gw.policy.generate_stream(t.prompt_ids, t.sampling, rid=t.request_id)
+            first = await _call_engine(gw, request, t.request_id, engine.__anext__())
     except StopAsyncIteration:
         first = None
     except BaseException as e:

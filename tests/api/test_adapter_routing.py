@@ -18,7 +18,7 @@ from api.sink import TemporalSubmitter, user_training_input
 from contracts.session import TurnRef
 from openclaw_rl.adapters import ServedAdapters, adapter_name, user_of_run, user_run
 from openclaw_rl.keys import KeyStore
-from openclaw_rl.policy_client import Generation, SamplingParams
+from openclaw_rl.policy_client import Generation, PolicyEngineError, SamplingParams
 from openclaw_rl.settings import Settings
 from tests.api.test_fake_engine import ScriptedPolicy
 from tests.api.test_spool import FakeSubmitter, ListRecords
@@ -36,8 +36,7 @@ class AdapterPolicy(ScriptedPolicy):
     async def generate(self, input_ids: list[int], sampling: SamplingParams, rid: str | None = None,
                        lora_path: str | None = None) -> Generation:
         self.loras.append(lora_path)
-        if lora_path is not None and lora_path not in self.loaded:
-            raise AssertionError(f"engine asked for an adapter it does not have: {lora_path}")
+        self._check(lora_path)
         gen = await super().generate(input_ids, sampling, rid)
         gen.weight_version = self.loaded[lora_path] if lora_path else "7"
         return gen
@@ -45,10 +44,15 @@ class AdapterPolicy(ScriptedPolicy):
     async def generate_stream(self, input_ids: list[int], sampling: SamplingParams, rid: str | None = None,
                               lora_path: str | None = None):
         self.loras.append(lora_path)
+        self._check(lora_path)
         async for chunk in super().generate_stream(input_ids, sampling, rid):
             if chunk.finished:
                 chunk.weight_version = self.loaded[lora_path] if lora_path else "7"
             yield chunk
+
+    def _check(self, lora_path: str | None) -> None:
+        if lora_path is not None and lora_path not in self.loaded:  # as the engine answers an unknown adapter
+            raise PolicyEngineError(400, f"lora_path: unknown LoRA adapter {lora_path!r}")
 
     async def model_info(self) -> dict[str, Any]:
         return {**await super().model_info(),
@@ -138,6 +142,30 @@ def test_a_loaded_adapter_serves_its_key_only_and_stamps_its_version(fx: Fx) -> 
     assert fx.policy.loras[-1] is None
     ref = fx.turn(b.id)
     assert ref.adapter == "" and ref.policy_version == 7 and b.model == "scripted"
+
+
+def test_an_adapter_the_engine_dropped_falls_back_to_the_base(fx: Fx) -> None:
+    """The gateway's view of the engine is a few seconds old: an adapter unloaded meanwhile is refused by the engine,
+    and the turn is served by the base model (version 0 of the user's run) instead of failing."""
+    import time
+
+    alice = adapter_name(fx.ids["alice"])
+    for stream in (False, True):
+        fx.policy.loaded[alice] = "4"
+        time.sleep(2.1)
+        seen = fx.client("alice").chat.completions.create(model="x", messages=MESSAGES, max_tokens=4)
+        assert seen.system_fingerprint == "policy-4"
+        del fx.policy.loaded[alice]  # unloaded; the gateway still believes it is there
+        n = len(fx.policy.loras)
+        out = fx.client("alice").chat.completions.create(model="x", messages=MESSAGES, max_tokens=4, stream=stream)
+        chunks = list(out) if stream else [out]
+        assert fx.policy.loras[n:] == [alice, None]  # refused, then served by the base
+        assert chunks[-1].system_fingerprint == "policy-0"
+        assert fx.turn(chunks[0].id).policy_version == 0 and fx.turn(chunks[0].id).adapter == alice
+        n = len(fx.policy.loras)
+        fx.client("alice").chat.completions.create(model="x", messages=MESSAGES, max_tokens=4)
+        assert fx.policy.loras[n:] == [None]  # the gateway asked the engine again: no adapter now
+    fx.policy.loaded[alice] = "4"  # as the other tests expect it
 
 
 def test_models_list_what_a_key_may_use_and_other_adapters_are_refused(fx: Fx) -> None:
