@@ -118,8 +118,8 @@ def megatron_step(
 def reliability(
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object (the only output format)")] = True,
     model: Annotated[Path | None, typer.Option("--model", help="HF folder; default: the built tiny model")] = None,
-    phases: Annotated[str, typer.Option(help="comma-separated drills: temporal, engine, workers, fuzz, load")] = (
-        "temporal,engine,workers,fuzz,load"),
+    phases: Annotated[str, typer.Option(help="comma-separated drills: temporal, engine, workers, trainer, fuzz, "
+                                             "load")] = "temporal,engine,workers,trainer,fuzz,load",
     sessions: Annotated[int, typer.Option(help="people chatting during the Temporal and worker drills")] = 16,
     turns: Annotated[int, typer.Option(help="turns per session (the last one closes it)")] = 4,
     think_s: Annotated[float, typer.Option("--think-s", help="mean pause between a person's turns")] = 1.0,
@@ -129,6 +129,12 @@ def reliability(
     engine_streams: Annotated[int, typer.Option(help="streams in flight when the engine is killed")] = 8,
     hang_bound_s: Annotated[float, typer.Option("--hang-bound-s", help="a request not finished this long after the "
                                                                       "engine's kill is hung")] = 10.0,
+    trainer_steps: Annotated[int, typer.Option(help="train steps of the trainer drill's run")] = 3,
+    trainer_kill_step: Annotated[int, typer.Option(help="the step during which the trainer is killed")] = 2,
+    trainer_step_sleep_s: Annotated[float, typer.Option("--trainer-step-sleep-s", help="seconds each train step is "
+                                                        "stretched by, so that it can be killed mid-way")] = 8.0,
+    trainer_heartbeat_timeout_s: Annotated[float, typer.Option("--trainer-heartbeat-timeout-s", help="how long a "
+                                                               "silent trainer takes to be presumed dead")] = 6.0,
     fuzz_examples: Annotated[int, typer.Option(help="schemathesis --max-examples (per operation)")] = 30,
     fuzz_deadline_s: Annotated[float, typer.Option("--fuzz-deadline-s", help="schemathesis is stopped after")] = 180.0,
     levels: Annotated[str, typer.Option(help="concurrent sessions of each load level")] = "32,64,128,256",
@@ -137,21 +143,29 @@ def reliability(
                                                                       "store, fuzz report)")] = False,
 ) -> None:
     """Reliability drills on the whole stack: Temporal killed and back (chats, turns, samples, spool drain), the engine
-    killed mid-stream (hung requests, broken turns recorded, recovery), the workers killed under load, schemathesis
-    over the gateway's OpenAPI, and load levels (throughput, latency, gateway overhead, memory)."""
-    from bench.reliability import PHASES, run
+    killed mid-stream (hung requests, broken turns recorded, recovery), the workers killed under load, the trainer
+    killed in the middle of a train step (the step retried, no sample trained twice, each version pushed once),
+    schemathesis over the gateway's OpenAPI, and load levels (throughput, latency, gateway overhead, memory)."""
+    from bench.reliability import PHASES, check_trainer_drill, run
 
     chosen = [p.strip() for p in phases.split(",") if p.strip()]
     unknown = sorted(set(chosen) - set(PHASES))
     if unknown:
         raise typer.BadParameter(f"unknown drill(s) {', '.join(unknown)}; choose from {', '.join(PHASES)}")
+    if "trainer" in chosen:
+        try:
+            check_trainer_drill(trainer_steps, trainer_kill_step, trainer_step_sleep_s, trainer_heartbeat_timeout_s)
+        except ValueError as e:
+            raise typer.BadParameter(str(e)) from None
     try:
         level_list = [int(x) for x in levels.split(",") if x.strip()]
     except ValueError as e:
         raise typer.BadParameter(f"--levels: comma-separated integers ({e})") from None
     typer.echo(json.dumps(run(
         sessions=sessions, turns=turns, think_s=think_s, outage_s=outage_s, judge_wait_s=judge_wait_s,
-        engine_streams=engine_streams, hang_bound_s=hang_bound_s, fuzz_examples=fuzz_examples,
+        engine_streams=engine_streams, hang_bound_s=hang_bound_s, trainer_steps=trainer_steps,
+        trainer_kill_step=trainer_kill_step, trainer_step_sleep_s=trainer_step_sleep_s,
+        trainer_heartbeat_timeout_s=trainer_heartbeat_timeout_s, fuzz_examples=fuzz_examples,
         fuzz_deadline_s=fuzz_deadline_s, levels=level_list, level_s=level_s, phases=chosen, model_path=model,
         keep_runtime=keep_runtime)))
 

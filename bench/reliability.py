@@ -19,10 +19,19 @@ The phases, in order (``phases`` picks some):
 3. ``workers``: as 1, but the workers process (every task queue: judge, orchestrator, ...) is SIGKILLed under load
    and started again: ``turns_lost``, ``turns_unjudged``, ``samples_duplicated``, ``judged_s`` (the kill until every
    answered turn is judged: an activity a killed worker held is retried only after its start-to-close timeout).
-4. ``fuzz``: schemathesis (every check, positive and negative data) over the gateway's own ``/openapi.json`` with a
+4. ``trainer``: a training run (a ``TrainingWorkflow`` for the gateway's run, small batches, each step stretched by
+   ``step_sleep_s``, a short heartbeat timeout) trains on what people chatting through the gateway produce; the workers
+   process is SIGKILLed while step ``kill_step`` trains (its heartbeat says so; ``killed_mid_step``: its checkpoint not
+   written yet), started again, and the run goes on to ``steps`` steps. ``steps_completed``; ``step_retried``: the
+   killed step was attempted again (Temporal retries ``train_step`` once its heartbeat times out);
+   ``samples_trained_twice``: sample ids in more than one step file of the trained ledger; ``versions_pushed``: each
+   policy version the engine loaded, and how often (once each), and the engine's ``weight_version`` against the run's
+   ``policy_version``; ``recovery_s``: the kill until the killed step's ledger file is written (the step done);
+   ``turns_lost``, ``turns_unjudged`` and ``samples_duplicated`` as in 1.
+5. ``fuzz``: schemathesis (every check, positive and negative data) over the gateway's own ``/openapi.json`` with a
    valid key: ``fuzz_cases``, ``fuzz_2xx``, ``fuzz_5xx``, ``fuzz_schema_failures`` and ``fuzz_failures`` (each
    failing check, with an example).
-5. ``load``: for each level of concurrent sessions (``levels``), ``level_s`` seconds of short whole replies, users
+6. ``load``: for each level of concurrent sessions (``levels``), ``level_s`` seconds of short whole replies, users
    spread over API keys (16 sessions a key, as many people would be): ``errors``, ``rps``, end-to-end p50/p99, the
    engine's time (the gateway's ``X-Engine-Time-Ms``) and the gateway's own overhead (end-to-end minus engine) p50/p99;
    the resident memory of each service before and after.
@@ -46,10 +55,11 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-PHASES = ("temporal", "engine", "workers", "fuzz", "load")
+PHASES = ("temporal", "engine", "workers", "trainer", "fuzz", "load")
 DEFAULT_LEVELS = (32, 64, 128, 256)
 SESSIONS_PER_KEY = 16  # load users per API key (the gateway allows 32 requests in flight per key)
 USER_TURNS = [
@@ -59,6 +69,9 @@ USER_TURNS = [
     "Great, that is clear. How many minutes are in 3 hours?",
     "Perfect, thank you!",
 ]
+# The Temporal SDK sends an activity's heartbeats to the server at most every 0.8 heartbeat timeouts: the trainer drill
+# sees a step's progress only that often.
+HEARTBEAT_THROTTLE = 0.8
 # The tiny model answers in a few dozen tokens; a prompt of noise sampled at temperature 2 keeps it going for hundreds,
 # so that streams are still running when the engine is killed.
 LONG_PROMPT, LONG_TEMPERATURE = "x " * 400, 2.0
@@ -216,7 +229,8 @@ def _http(limit: int = 0) -> Any:
 # ---------------------------------------------------------------------------------------------------------------------
 
 class StoreView:
-    """The local store's records and samples, read incrementally (record files are written once, never changed)."""
+    """The local store's records and samples, read incrementally (record files are written once, never changed).
+    Sealed ones (``archive/``: a training run seals the partitions of the versions it has moved past) count too."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -224,7 +238,8 @@ class StoreView:
 
     def records(self, kind: str) -> list[dict]:
         out: list[dict] = []
-        for path in sorted((self.root / "records" / kind).glob("*/*/*.jsonl")):
+        bases = (self.root / "records" / kind, self.root / "archive" / "records" / kind)
+        for path in sorted(p for base in bases for p in base.glob("*/*/*.jsonl")):
             key = str(path)
             if key not in self._seen:
                 try:
@@ -242,8 +257,13 @@ class StoreView:
         """How many of a session's main turns 0..count-1 have their judgement record."""
         from activities.session import sample_id_for
 
-        folder = self.root / "records" / "judgements"
-        return sum(bool(list(folder.glob(f"*/*/judgement-{sample_id_for(session_id, i)}.jsonl"))) for i in range(count))
+        folders = (self.root / "records" / "judgements", self.root / "archive" / "records" / "judgements")
+
+        def found(i: int) -> bool:
+            name = f"judgement-{sample_id_for(session_id, i)}.jsonl"
+            return any(any(True for _ in folder.glob(f"*/*/{name}")) for folder in folders)
+
+        return sum(found(i) for i in range(count))
 
     def samples(self) -> list[tuple[str, str]]:
         """(sample id, session) of every row of every sample shard (archived ones included)."""
@@ -371,6 +391,7 @@ class Drill:
     store: StoreView
     runtime: Path
     load_keys: list[str] = field(default_factory=list)
+    settings: Any = None  # the stack's Settings: Temporal, queues, the gateway's run, the engine, the store
 
     async def health(self, http: Any) -> dict:
         try:
@@ -541,6 +562,165 @@ async def worker_kill(drill: Drill, *, sessions: int, turns: int, max_tokens: in
             "judged_s": round(judged_at - t_kill, 3) if judged_at else None}
 
 
+async def trainer_kill(drill: Drill, *, steps: int, kill_step: int, batch_size: int, step_sleep_s: float,
+                       heartbeat_timeout_s: float, max_staleness: int, sessions: int, turns: int, max_tokens: int,
+                       think_s: float, deadline_s: float, judge_wait_s: float) -> dict[str, Any]:
+    """A training run on the gateway's run, its trainer SIGKILLed (with the whole workers process) in the middle of
+    step ``kill_step``; done when the run has trained ``steps`` steps or ``deadline_s`` has passed. The run is
+    terminated if it has not ended by then, so nothing it started outlives the phase."""
+    from activities.training import STATE_FILE, checkpoint_prefix
+    from cli.temporal import connect
+    from contracts.training import TRAINING_WORKFLOW, TrainingInput, TrainingStatus, training_workflow_id
+    from openclaw_rl.samples import TrainedLedger
+    from openclaw_rl.store import LocalStore
+
+    s = drill.settings
+    t0 = time.monotonic()
+    deadline = t0 + deadline_s
+    ledger = TrainedLedger(LocalStore(drill.store.root), s.run)
+    engine_log = Path(drill.stack.service("engine").log)
+    pushes_before = _weight_pushes(engine_log)
+    client = await connect(s)
+    inp = TrainingInput(run=s.run, batch_size=batch_size, max_staleness=max_staleness, engines=[s.engine_url],
+                        model_path=str(s.model_path), store_url=s.resolved_store_url, max_steps=steps, poll_s=0.5,
+                        max_poll_s=2.0, heartbeat_timeout_s=heartbeat_timeout_s, step_sleep_s=step_sleep_s,
+                        trainer_queue=s.task_queue_trainer)
+    handle = await client.start_workflow(TRAINING_WORKFLOW, inp, id=training_workflow_id(s.run),
+                                         task_queue=s.task_queue_orchestrator, result_type=TrainingStatus,
+                                         execution_timeout=timedelta(seconds=deadline_s + 60))
+    stop = asyncio.Event()
+    log: list[Session] = []
+    out: dict[str, Any] = {"run": s.run, "steps": steps, "kill_step": kill_step, "batch_size": batch_size,
+                           "step_sleep_s": step_sleep_s, "heartbeat_timeout_s": heartbeat_timeout_s,
+                           "max_staleness": max_staleness, "sessions": sessions, "deadline_s": deadline_s}
+    final: Any = None
+    t_kill = t_done = None
+    users: list[asyncio.Task] = []
+    try:
+        async with _http() as http:
+            users = _users(drill, http, "trainer", sessions, stop, log, turns=turns, max_tokens=max_tokens,
+                           think_s=think_s)
+            killed_attempt = await _until_training(handle, kill_step, deadline)
+            if killed_attempt is None:
+                out["error"] = f"step {kill_step} was never seen training"
+            else:
+                checkpoint = LocalStore(drill.store.root).local_path(checkpoint_prefix(s.run, kill_step) + STATE_FILE)
+                log_path = Path(drill.stack.service("workers").log)
+                started_before = log_path.read_text(errors="replace").count("workers started")
+                t_kill = time.monotonic()
+                out["killed_after_s"] = round(t_kill - t0, 3)
+                await asyncio.to_thread(drill.stack.kill, "workers", signal.SIGKILL)
+                out["killed_mid_step"] = not checkpoint.exists() and kill_step not in ledger.steps()
+                await asyncio.to_thread(drill.stack.restart, "workers")
+                ready = await _until(lambda: log_path.read_text(errors="replace").count("workers started") >
+                                     started_before, max(1.0, deadline - time.monotonic()), every_s=0.1)
+                out["worker_ready_s"] = round(time.monotonic() - t_kill, 3) if ready else None
+                if await _until(lambda: kill_step in ledger.steps(), max(1.0, deadline - time.monotonic()),
+                                every_s=0.25):
+                    t_done = time.monotonic()
+                try:
+                    final = await asyncio.wait_for(handle.result(), max(1.0, deadline - time.monotonic()))
+                except TimeoutError:
+                    out["error"] = f"the run had not trained {steps} steps within {deadline_s:g}s"
+                except Exception as e:  # noqa: BLE001 - the run failed or was ended: a finding, not a crash
+                    out["error"] = repr(e)[:300]
+            stop.set()
+            await asyncio.gather(*users)
+    finally:
+        stop.set()
+        for task in users:
+            task.cancel()
+        await asyncio.gather(*users, return_exceptions=True)
+        out["run_terminated"] = False
+        if final is None:
+            final = await _last_status(handle)
+            try:
+                await handle.terminate(reason="reliability drill over")
+                out["run_terminated"] = True
+            except Exception:  # noqa: BLE001 - it ended meanwhile
+                pass
+    verified = await asyncio.to_thread(_verify, drill.store, log, judge_wait_s)
+    verified.pop("judged_at")
+    per_step = {step: set(ledger.step_ids(step)) for step in ledger.steps()}
+    seen = Counter(sid for ids in per_step.values() for sid in ids)
+    killed = next((x for x in (final.recent_steps if final else []) if x.step == kill_step), None)
+    pushes = _weight_pushes(engine_log) - pushes_before
+    engine_version = await asyncio.to_thread(_engine_weight_version, s.engine_url)
+    policy_version = final.policy_version if final else None
+    replies = [r for x in log for r in x.replies]
+    out.update({
+        "steps_completed": final.step if final else 0, "policy_version": policy_version,
+        "samples_trained": final.samples_trained if final else 0, "last_error": final.last_error if final else "",
+        "step_retried": bool(killed and killed.attempt > 1),
+        "killed_step": {"attempt_killed": killed_attempt, "attempt": killed.attempt, "resumed_from":
+                        killed.resumed_from, "reused": killed.reused} if killed else None,
+        "ledger_steps": sorted(per_step), "samples_trained_twice": sum(n > 1 for n in seen.values()),
+        "versions_pushed": {v: pushes[v] for v in sorted(pushes, key=lambda v: (len(v), v))},
+        "engine_weight_version": engine_version,
+        "recovery_s": round(t_done - t_kill, 3) if t_done and t_kill else None,
+        "requests": len(replies), "chat_failed": sum(not r.ok for r in replies), **verified,
+        "phase_s": round(time.monotonic() - t0, 1)})
+    return out
+
+
+async def _until_training(handle: Any, step: int, deadline: float) -> int | None:
+    """Wait until ``train_step`` of ``step`` heartbeats from inside its update; the attempt, or None by the deadline
+    (or when the run has ended)."""
+    from temporalio.client import WorkflowExecutionStatus
+
+    while time.monotonic() < deadline:
+        try:
+            desc = await handle.describe()
+        except Exception:  # noqa: BLE001 - asked again
+            desc = None
+        if desc is not None:
+            if desc.status != WorkflowExecutionStatus.RUNNING:
+                return None
+            for act in desc.raw_description.pending_activities:
+                if act.activity_type.name == "train_step" and act.heartbeat_details.payloads:
+                    details = json.loads(act.heartbeat_details.payloads[0].data)
+                    if details.get("step") == step and details.get("phase") == "train":
+                        return int(act.attempt)
+        await asyncio.sleep(0.2)
+    return None
+
+
+async def _last_status(handle: Any) -> Any:
+    """The run's status where it can still be asked (a run that did not finish in time), else None."""
+    from contracts.training import TrainingStatus
+
+    try:
+        return await asyncio.wait_for(handle.query("status", result_type=TrainingStatus), 15)
+    except Exception:  # noqa: BLE001 - no worker answered
+        return None
+
+
+def _weight_pushes(engine_log: Path) -> Counter[str]:
+    """How often the engine swapped in each weight version, from its log (one ``weights swapped`` line each)."""
+    pushes: Counter[str] = Counter()
+    try:
+        lines = engine_log.read_text(errors="replace").splitlines()
+    except OSError:
+        return pushes
+    for line in lines:
+        if "weights swapped" not in line:
+            continue
+        try:
+            pushes[str(json.loads(line).get("weight_version"))] += 1
+        except ValueError:
+            continue
+    return pushes
+
+
+def _engine_weight_version(engine_url: str) -> str | None:
+    import httpx
+
+    try:
+        return str(httpx.get(f"{engine_url}/get_weight_version", timeout=10).json()["weight_version"])
+    except (httpx.HTTPError, ValueError, KeyError):
+        return None
+
+
 def fuzz(drill: Drill, *, examples: int, deadline_s: float, request_timeout_s: float = 30.0,
          seed: int = 0) -> dict[str, Any]:
     """schemathesis over the gateway's own /openapi.json, every check, with a valid key; read back from its NDJSON
@@ -706,7 +886,10 @@ async def load(drill: Drill, *, levels: Iterable[int], level_s: float, turns: in
 def run(*, sessions: int = 16, outage_s: float = 30.0, turns: int = 4, max_tokens: int = 12, think_s: float = 1.0,
         warm_s: float = 5.0, after_s: float = 5.0, drain_wait_s: float = 120.0, judge_wait_s: float = 150.0,
         engine_streams: int = 8, engine_max_tokens: int = 1000,
-        hang_bound_s: float = 10.0, fuzz_examples: int = 30, fuzz_deadline_s: float = 180.0,
+        hang_bound_s: float = 10.0, trainer_steps: int = 3, trainer_kill_step: int = 2, trainer_batch_size: int = 4,
+        trainer_step_sleep_s: float = 8.0, trainer_heartbeat_timeout_s: float = 6.0, trainer_max_staleness: int = 3,
+        trainer_sessions: int = 2, trainer_deadline_s: float = 300.0, fuzz_examples: int = 30,
+        fuzz_deadline_s: float = 180.0,
         levels: Iterable[int] = DEFAULT_LEVELS, level_s: float = 15.0, load_max_tokens: int = 8,
         phases: Iterable[str] = PHASES, model_path: Path | None = None, keep_runtime: bool = False) -> dict[str, Any]:
     from bench.procs import bench_model, free_port
@@ -715,6 +898,8 @@ def run(*, sessions: int = 16, outage_s: float = 30.0, turns: int = 4, max_token
     from openclaw_rl.stack import Stack, engine_service, gateway_service, temporal_service, worker_service
 
     phases = [p for p in PHASES if p in set(phases)]
+    if "trainer" in phases:
+        check_trainer_drill(trainer_steps, trainer_kill_step, trainer_step_sleep_s, trainer_heartbeat_timeout_s)
     levels = [int(x) for x in levels]
     model, label = bench_model(model_path)
     tmp = Path(tempfile.mkdtemp(prefix="bench-reliability-"))
@@ -741,7 +926,7 @@ def run(*, sessions: int = 16, outage_s: float = 30.0, turns: int = 4, max_token
             result["stack_start_s"] = round(time.monotonic() - t0, 2)
             keys = KeyStore.in_runtime_dir(tmp)
             drill = Drill(stack=stack, url=f"http://{s.gateway_host}:{s.gateway_port}", key=keys.add("drill"),
-                          admin=admin, store=StoreView(tmp / "store"), runtime=tmp)
+                          admin=admin, store=StoreView(tmp / "store"), runtime=tmp, settings=s)
             drill.load_keys = [keys.add(f"load-{i}") for i in range(max(1, math.ceil(max(levels or [1]) /
                                                                                       SESSIONS_PER_KEY)))]
             asyncio.run(_warm_up(drill))
@@ -757,6 +942,13 @@ def run(*, sessions: int = 16, outage_s: float = 30.0, turns: int = 4, max_token
                 result["worker_kill"] = asyncio.run(worker_kill(
                     drill, sessions=sessions, turns=turns, max_tokens=max_tokens, think_s=think_s, warm_s=warm_s,
                     after_s=after_s, judge_wait_s=judge_wait_s))
+            if "trainer" in phases:
+                result["trainer_kill"] = asyncio.run(trainer_kill(
+                    drill, steps=trainer_steps, kill_step=trainer_kill_step, batch_size=trainer_batch_size,
+                    step_sleep_s=trainer_step_sleep_s, heartbeat_timeout_s=trainer_heartbeat_timeout_s,
+                    max_staleness=trainer_max_staleness, sessions=trainer_sessions, turns=turns,
+                    max_tokens=max_tokens, think_s=think_s, deadline_s=trainer_deadline_s,
+                    judge_wait_s=judge_wait_s))
             if "fuzz" in phases:
                 result["fuzz"] = fuzz(drill, examples=fuzz_examples, deadline_s=fuzz_deadline_s)
             if "load" in phases:
@@ -779,6 +971,17 @@ def run(*, sessions: int = 16, outage_s: float = 30.0, turns: int = 4, max_token
     result["targets"] = targets(result)
     result["ok"] = all(result["targets"].values())
     return result
+
+
+def check_trainer_drill(steps: int, kill_step: int, step_sleep_s: float, heartbeat_timeout_s: float) -> None:
+    """Refuse a trainer drill that cannot work: the step to kill must be one of the run's, and a step must outlast the
+    SDK's heartbeat throttle (0.8 of the heartbeat timeout), or the drill never sees it training before it ends."""
+    if not 1 <= kill_step <= steps:
+        raise ValueError(f"the step to kill ({kill_step}) must be one of the run's steps (1..{steps})")
+    if step_sleep_s <= HEARTBEAT_THROTTLE * heartbeat_timeout_s:
+        raise ValueError(f"a step stretched by {step_sleep_s:g}s ends before its heartbeat (sent at most every "
+                         f"{HEARTBEAT_THROTTLE * heartbeat_timeout_s:g}s with a {heartbeat_timeout_s:g}s heartbeat "
+                         "timeout) shows it training: stretch it more, or shorten the heartbeat timeout")
 
 
 def _scaling(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -819,6 +1022,19 @@ def targets(result: dict[str, Any]) -> dict[str, bool]:
         t.update({"workers.chat_failed == 0": p["chat_failed"] == 0, "workers.turns_lost == 0": p["turns_lost"] == 0,
                   "workers.turns_unjudged == 0": p["turns_unjudged"] == 0,
                   "workers.samples_duplicated == 0": p["samples_duplicated"] == 0})
+    if (p := result.get("trainer_kill")) is not None:
+        pushed = p["versions_pushed"]
+        t.update({"trainer.steps_completed == steps": p["steps_completed"] == p["steps"],
+                  "trainer.killed mid-step": bool(p.get("killed_mid_step")),
+                  "trainer.step_retried": p["step_retried"],
+                  "trainer.samples_trained_twice == 0": p["samples_trained_twice"] == 0,
+                  "trainer.each version pushed once": set(pushed) == {str(v) for v in range(
+                      1, p["steps_completed"] + 1)} and all(n == 1 for n in pushed.values()),
+                  "trainer.engine serves the run's policy_version":
+                      p["policy_version"] is not None and p["engine_weight_version"] == str(p["policy_version"]),
+                  "trainer.turns_lost == 0": p["turns_lost"] == 0,
+                  "trainer.turns_unjudged == 0": p["turns_unjudged"] == 0,
+                  "trainer.samples_duplicated == 0": p["samples_duplicated"] == 0})
     if (p := result.get("fuzz")) is not None:
         t.update({"fuzz.fuzz_5xx == 0": p["fuzz_5xx"] == 0, "fuzz.fuzz_schema_failures == 0":
                   p["fuzz_schema_failures"] == 0, "fuzz.cases run": p["fuzz_cases"] > 0})

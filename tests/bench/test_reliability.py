@@ -30,11 +30,12 @@ def test_reduced_drills_hold_their_targets(tiny_model_path: Path) -> None:  # no
 
     t0 = time.monotonic()
     result = run(sessions=4, outage_s=5, turns=3, think_s=0.5, warm_s=2, after_s=2, drain_wait_s=60, judge_wait_s=45,
-                 engine_streams=4, fuzz_examples=3, fuzz_deadline_s=90, levels=[8], level_s=5,
-                 model_path=tiny_model_path)
+                 engine_streams=4, trainer_steps=2, trainer_kill_step=2, trainer_step_sleep_s=5,
+                 trainer_heartbeat_timeout_s=4, trainer_deadline_s=120, fuzz_examples=3, fuzz_deadline_s=90,
+                 levels=[8], level_s=5, model_path=tiny_model_path)
     assert time.monotonic() - t0 < 240, result
-    outage, engine, workers, fuzz, load = (result[k] for k in ("temporal_outage", "engine_kill", "worker_kill", "fuzz",
-                                                               "load"))
+    outage, engine, workers, trainer, fuzz, load = (result[k] for k in ("temporal_outage", "engine_kill", "worker_kill",
+                                                                        "trainer_kill", "fuzz", "load"))
     # Temporal down: every chat answered, every answered turn recorded, no sample twice, the spool emptied
     assert outage["requests_during_outage"] > 0 and outage["spool_peak"] > 0, outage
     assert outage["chat_failed"] == 0 and outage["turns_lost"] == 0 and outage["samples_duplicated"] == 0, outage
@@ -46,6 +47,13 @@ def test_reduced_drills_hold_their_targets(tiny_model_path: Path) -> None:  # no
     # workers killed under load: no turn lost, no sample written twice
     assert workers["chat_failed"] == 0 and workers["turns_lost"] == 0 and workers["samples_duplicated"] == 0, workers
     assert workers["worker_ready_s"] is not None, workers
+    # trainer killed in the middle of step 2: the step ran again from step 1's checkpoint, nothing trained twice, each
+    # version pushed once and served
+    assert trainer["killed_mid_step"] and trainer["steps_completed"] == 2, trainer
+    assert trainer["step_retried"] and trainer["killed_step"]["resumed_from"].endswith("step=1/"), trainer
+    assert trainer["samples_trained_twice"] == 0 and trainer["versions_pushed"] == {"1": 1, "2": 1}, trainer
+    assert trainer["engine_weight_version"] == "2" and trainer["recovery_s"] is not None, trainer
+    assert trainer["turns_lost"] == 0 and trainer["samples_duplicated"] == 0, trainer
     # fuzzing: cases ran, none got a server error
     assert fuzz["fuzz_cases"] > 0 and fuzz["fuzz_5xx"] == 0, fuzz["fuzz_failures"]
     # load: no errors, and the gateway reports the engine's share of each request
@@ -189,3 +197,32 @@ def test_store_view_counts_samples_written_twice(tmp_path: Path) -> None:
     assert view.duplicated() == (2, 0)
     writer.write_shard([sample("a", "s1")])
     assert view.duplicated() == (3, 1) and view.duplicated({"s1"}) == (2, 1) and view.duplicated({"s2"}) == (1, 0)
+
+
+def test_store_view_reads_sealed_records(tmp_path: Path) -> None:
+    """A training run seals the record partitions of the versions it moved past: turns and judgements there count."""
+    from activities.session import sample_id_for
+    from bench.reliability import StoreView
+
+    def record(root: Path, kind: str, version: int, name: str, row: dict) -> None:
+        folder = root / "records" / kind / f"version={version}" / "date=2026-01-01"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(json.dumps(row) + "\n")
+
+    record(tmp_path, "turns", 1, "a.jsonl", {"request_id": "live"})
+    record(tmp_path / "archive", "turns", 0, "b.jsonl", {"request_id": "sealed"})
+    for i, root in enumerate((tmp_path / "archive", tmp_path)):
+        record(root, "judgements", i, f"judgement-{sample_id_for('s', i)}.jsonl", {"turn": i})
+    view = StoreView(tmp_path)
+    assert view.turn_request_ids() == {"live", "sealed"}
+    assert view.judged("s", 2) == 2 and view.judged("s", 3) == 2
+
+
+def test_trainer_drill_refuses_what_it_cannot_see() -> None:
+    from bench.reliability import check_trainer_drill
+
+    check_trainer_drill(steps=3, kill_step=2, step_sleep_s=8, heartbeat_timeout_s=6)
+    with pytest.raises(ValueError, match="one of the run's steps"):
+        check_trainer_drill(steps=2, kill_step=3, step_sleep_s=8, heartbeat_timeout_s=6)
+    with pytest.raises(ValueError, match="heartbeat"):  # heartbeats reach the server every 8 s: a 4 s step ends first
+        check_trainer_drill(steps=3, kill_step=2, step_sleep_s=4, heartbeat_timeout_s=10)
