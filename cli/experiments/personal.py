@@ -506,11 +506,20 @@ class RunTrainer:
                                                        result_type=TrainingStatus)
 
     async def status(self) -> Any:
+        from temporalio.service import RPCError, RPCStatusCode
+
         from contracts.training import TrainingStatus
 
         if self.handle is None:
             return self.ended
-        return await self.handle.query("status", result_type=TrainingStatus)
+        for attempt in range(20):
+            try:
+                return await self.handle.query("status", result_type=TrainingStatus)
+            except RPCError as e:  # the server's query buffer is full while a step keeps the workflow busy: wait
+                if e.status != RPCStatusCode.RESOURCE_EXHAUSTED or attempt == 19:
+                    raise
+                await asyncio.sleep(0.5 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     async def _select(self, policy_version: int, batch_size: int) -> Any:
         from activities.training import select_batch

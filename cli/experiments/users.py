@@ -81,6 +81,7 @@ class UsersExperiment(Experiment):
             cfg.experiment_id = f"users-{'-'.join(cfg.users)}-{time.strftime('%Y%m%d-%H%M%S')}"
         super().__init__(cfg, settings)
         self.cfg: UsersConfig = cfg
+        self._pace: dict[int, asyncio.Lock] = {}
 
     def run(self) -> dict[str, Any]:
         t0 = time.monotonic()
@@ -91,7 +92,13 @@ class UsersExperiment(Experiment):
             for group in _groups(self.cfg, mode):
                 for seed in range(self.cfg.seeds):
                     self.runs.append(self.run_group(mode, group, seed, base))
+                    self._save_progress()
         return self.finish(time.monotonic() - t0)
+
+    def _save_progress(self) -> None:
+        """The rows so far in ``rows.jsonl``: a long experiment that stops early keeps every finished run."""
+        lines = [json.dumps(r, default=str) for r in self.rows]
+        (self.dir / "rows.jsonl").write_text("\n".join(lines) + "\n")
 
     def run_group(self, mode: str, users: list[str], seed: int, base: Path) -> dict[str, Any]:
         from openclaw_rl.keys import KeyStore
@@ -201,6 +208,9 @@ class UsersExperiment(Experiment):
 
         key_id = key.split("-")[1]
         gate = asyncio.Semaphore(max(1, self.cfg.concurrency))
+        # one waiter per run at a time: several conversations (and, on a shared run, several users) polling one
+        # workflow's status at once can fill Temporal's query buffer while a step keeps the workflow busy
+        pace = self._pace.setdefault(id(trainer), asyncio.Lock())
 
         async def one(i: int, problem: Any) -> None:
             raw = f"{run}/{user}/{problem.id}"
@@ -208,7 +218,8 @@ class UsersExperiment(Experiment):
             sessions.append(wid)
             async with gate:
                 if self.cfg.pace:
-                    await trainer.drain()
+                    async with pace:
+                        await trainer.drain()
                 await driver.converse(make_user(user, seed * 100_003 + i), problem, session_id=raw,
                                       rounds=self.cfg.rounds)
             bar.update(1)
