@@ -69,13 +69,15 @@ def turn_ref_from_json(text: str) -> TurnRef:
 
 def user_training_input(s: Settings, key_id: str) -> Any:
     """The ``TrainingInput`` of one user's adapter run, from the settings' ``adapter_*`` fields (the rest as the
-    shared run's: method, clip, KL, the engines, the base model and the store)."""
+    shared run's: method, clip, the engines, the base model and the store). A rejected answer is blamed only on the
+    tokens the hinted teacher disfavours, as in the personal experiment that measured this recipe."""
     from contracts.training import TrainingInput
     from openclaw_rl.adapters import adapter_name
 
     return TrainingInput(
         run=user_run(s.run, key_id), method=s.method, batch_size=s.adapter_batch_size, lr=s.adapter_lr,
-        kl_beta=s.kl_beta, clip_eps=s.clip_eps, clip_eps_high=s.clip_eps_high, w_binary=s.w_binary, w_opd=s.w_opd,
+        ppo_epochs=s.adapter_ppo_epochs, kl_beta=s.adapter_kl_beta, negative_credit="teacher", clip_eps=s.clip_eps,
+        clip_eps_high=s.clip_eps_high, w_binary=s.w_binary, w_opd=s.w_opd, max_staleness=1,
         engines=list(s.engine_urls or [s.engine_url]), model_path=str(s.model_path), store_url=s.resolved_store_url,
         trainer_queue=s.task_queue_trainer, adapter=adapter_name(key_id), lora_rank=s.adapter_rank,
         lora_alpha=s.adapter_alpha, lora_targets=list(s.adapter_targets), gate=s.adapter_gate,

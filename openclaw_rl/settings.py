@@ -89,13 +89,16 @@ class Settings(BaseSettings):
     # "<run>.u-<key_id>", which the gateway starts on the key's first turn with these settings
     adapter_per_user: bool = Field(default=False, description="every key gets its own adapter (else only keys added "
                                    "with `keys add NAME --adapter`)")
-    adapter_rank: int = Field(default=8, ge=1, description="LoRA rank of per-user adapters")
-    adapter_alpha: int = Field(default=16, ge=1, description="LoRA alpha (the update is scaled by alpha / rank)")
+    # the defaults are the recipe `experiment personal --users` measured (docs/RESULTS.md, "Per-user adapters")
+    adapter_rank: int = Field(default=16, ge=1, description="LoRA rank of per-user adapters")
+    adapter_alpha: int = Field(default=32, ge=1, description="LoRA alpha (the update is scaled by alpha / rank)")
     adapter_targets: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
                                                                 "up_proj", "down_proj"])
-    adapter_lr: float = Field(default=1e-4, gt=0, description="learning rate of per-user runs (a LoRA update needs a "
+    adapter_lr: float = Field(default=1e-3, gt=0, description="learning rate of per-user runs (a LoRA update needs a "
                               "larger one than a full-model update)")
-    adapter_batch_size: int = Field(default=8, ge=1, description="samples per step of a per-user run")
+    adapter_batch_size: int = Field(default=16, ge=1, description="samples per step of a per-user run")
+    adapter_ppo_epochs: int = Field(default=8, ge=1, description="PPO epochs over each batch of a per-user run")
+    adapter_kl_beta: float = Field(default=0.05, ge=0, description="KL to the base model in a per-user run")
     adapter_gate: str = Field(default="", description="held-out check a new adapter version must pass before it is "
                               "served, e.g. 'personal:student'; empty: every version is served")
     adapter_gate_margin: float = Field(default=0.05, ge=0, description="a candidate scoring more than this below the "
