@@ -568,8 +568,9 @@ async def trainer_kill(drill: Drill, *, steps: int, kill_step: int, batch_size: 
     """A training run on the gateway's run, its trainer SIGKILLed (with the whole workers process) in the middle of
     step ``kill_step``; done when the run has trained ``steps`` steps or ``deadline_s`` has passed. The run is
     terminated if it has not ended by then, so nothing it started outlives the phase."""
+    from temporalio.client import Client
+
     from activities.training import STATE_FILE, checkpoint_prefix
-    from cli.temporal import connect
     from contracts.training import TRAINING_WORKFLOW, TrainingInput, TrainingStatus, training_workflow_id
     from openclaw_rl.samples import TrainedLedger
     from openclaw_rl.store import LocalStore
@@ -580,7 +581,7 @@ async def trainer_kill(drill: Drill, *, steps: int, kill_step: int, batch_size: 
     ledger = TrainedLedger(LocalStore(drill.store.root), s.run)
     engine_log = Path(drill.stack.service("engine").log)
     pushes_before = _weight_pushes(engine_log)
-    client = await connect(s)
+    client = await Client.connect(s.temporal_address, namespace=s.temporal_namespace)
     inp = TrainingInput(run=s.run, batch_size=batch_size, max_staleness=max_staleness, engines=[s.engine_url],
                         model_path=str(s.model_path), store_url=s.resolved_store_url, max_steps=steps, poll_s=0.5,
                         max_poll_s=2.0, heartbeat_timeout_s=heartbeat_timeout_s, step_sleep_s=step_sleep_s,
