@@ -92,4 +92,4 @@ def local_engine(random_model_path: Path, tmp_path_factory: pytest.TempPathFacto
 
 
 # session fixtures: the random tiny model, and a local engine serving it
-from tests.model_factory import engine_url, random_model_path  # noqa: E402,F401
+from tests.model_factory import engine_url, random_model_path, shipped_model  # noqa: E402,F401

@@ -91,6 +91,17 @@ def random_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_random_qwen3(tmp_path_factory.mktemp("random-qwen3"), seed=0)
 
 
+@pytest.fixture(scope="session")
+def shipped_model() -> Path:
+    """The shipped default build (its real behaviour matters: held-out scores, styles); skipped when stale."""
+    from tinymodel.build import SHIPPED, is_built
+
+    path = SHIPPED / "default"
+    if not is_built(path, "default"):
+        pytest.skip("the shipped default build does not match the sources")
+    return path
+
+
 def free_ports(n: int) -> list[int]:
     """``n`` distinct loopback ports free right now (``api.cli.free_ports``)."""
     from api.cli import free_ports as pick

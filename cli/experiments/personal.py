@@ -661,15 +661,7 @@ def personal_command(
                            temperature=temperature, concurrency=concurrency, pace=pace, final_batch=final_batch,
                            preset=preset, model_path=model,
                            out=out, keep_models=keep_models, progress=progress)
-    interrupt_on_sigterm()
-    try:
-        with Experiment(cfg) as exp:
-            summary = exp.run()
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from None
-    except KeyboardInterrupt:
-        typer.echo("interrupted; everything started was stopped", err=True)
-        raise typer.Exit(130) from None
+    summary = _run(Experiment(cfg))
     if as_json:
         typer.echo(json.dumps(summary, default=str))
         return
@@ -694,15 +686,22 @@ def _users_command(users: str, modes: str, adapter_lr: float, lora_rank: int, lo
         cfg.validate()
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
-    interrupt_on_sigterm()
-    try:
-        with UsersExperiment(cfg) as exp:
-            summary = exp.run()
-    except KeyboardInterrupt:
-        typer.echo("interrupted; everything started was stopped", err=True)
-        raise typer.Exit(130) from None
+    summary = _run(UsersExperiment(cfg))
     if as_json:
         typer.echo(json.dumps(summary, default=str))
         return
     typer.echo(format_users_table(summary["table"]))
     typer.echo(f"plot: {summary['plot']}\nresults: {summary['results']}\nquery: {summary['sql']}")
+
+
+def _run(exp: Experiment) -> dict[str, Any]:
+    """Run an experiment from the CLI: SIGTERM unwinds like Ctrl-C, and either stops everything it started."""
+    interrupt_on_sigterm()
+    try:
+        with exp:
+            return exp.run()
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    except KeyboardInterrupt:
+        typer.echo("interrupted; everything started was stopped", err=True)
+        raise typer.Exit(130) from None

@@ -23,16 +23,6 @@ GATE = "personal:structured"  # the base build writes the laid-out style: high s
 
 
 @pytest.fixture(scope="module")
-def shipped_model() -> Path:
-    from tinymodel.build import SHIPPED, is_built
-
-    path = SHIPPED / "default"
-    if not is_built(path, "default"):
-        pytest.skip("the shipped default build does not match the sources")
-    return path
-
-
-@pytest.fixture(scope="module")
 def gate_engine(shipped_model: Path) -> Iterator[str]:
     with running_engine(shipped_model, max_batch=16, enable_lora=True) as url:
         yield url

@@ -41,16 +41,6 @@ PROMPT = "<|im_start|>user\nWhat is 12 + 30? Number the steps.<|im_end|>\n<|im_s
 
 
 @pytest.fixture(scope="module")
-def shipped_model() -> Path:
-    from tinymodel.build import SHIPPED, is_built
-
-    path = SHIPPED / "default"
-    if not is_built(path, "default"):
-        pytest.skip("the shipped default build does not match the sources")
-    return path
-
-
-@pytest.fixture(scope="module")
 def engine(shipped_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with running_engine(shipped_model, max_batch=16, enable_lora=True,
                         data_dir=tmp_path_factory.mktemp("engine-data")) as url:
