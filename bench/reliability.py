@@ -915,7 +915,7 @@ def run(*, sessions: int = 16, outage_s: float = 30.0, turns: int = 4, max_token
     s = Settings()
     stack = Stack(s)
     result: dict[str, Any] = {"bench": "reliability", "model": label, "judge": "heuristic", "phases": phases,
-                              "runtime_dir": str(tmp) if keep_runtime else None}
+                              "engine_nice": s.engine_nice, "runtime_dir": str(tmp) if keep_runtime else None}
     t_start = time.monotonic()
     try:
         with stack.stopping_on_signals():

@@ -200,6 +200,7 @@ class TrainingInput:
     excluded_stale: int = 0  # samples archived without training because their version fell out of the window
     sealed_through: int = -1  # highest policy version whose samples are sealed
     paused: bool = False
+    pause_at_version: int = 0  # > 0: pause once the run serves this version (``pause`` with ``at_version``)
     stop_requested: bool = False
     last_error: str = ""  # why the run paused itself (a step or a push failed after its retries)
     applied_requests: list[str] = field(default_factory=list)  # idempotency keys of applied updates (bounded)
@@ -366,6 +367,9 @@ class RollbackRequest:
 class ControlRequest:
     request_id: str = ""  # idempotency key; empty = none
     reason: str = ""
+    # pause only: > the current policy version, the run pauses itself once it serves that version (before its next
+    # rollout or step), however late the caller looks; 0: at the next step boundary
+    at_version: int = 0
 
 
 @dataclass

@@ -41,6 +41,8 @@ class Settings(BaseSettings):
     engine_host: str = "127.0.0.1"
     engine_port: int = 30000
     engine_urls: list[str] = Field(default_factory=list, description="policy engines; empty: the local engine")
+    engine_nice: int = Field(default=0, ge=0, le=19, description="niceness of the local engine that `up` starts: on a "
+                             "host it shares with the gateway and Temporal, a busy engine then yields the CPU to them")
     gateway_host: str = "127.0.0.1"
     gateway_port: int = 8000
     gateway_max_body_bytes: int = Field(default=8 * 1024 * 1024, gt=0, description="larger request bodies get a 413")

@@ -40,6 +40,7 @@ class Service:
     restarts: int = 0  # how often the supervisor started it again after it exited
     last_exit: str | None = None  # how it last exited ("code 1", "signal SIGKILL"), when it was restarted
     start_timeout_s: float = 60.0
+    nice: int = 0  # added to the process's niceness before it starts (its threads and children inherit it)
 
 
 def temporal_cli(s: Settings) -> str:
@@ -87,11 +88,19 @@ def worker_service(s: Settings, queues: str = "orchestrator,judge,env,trainer") 
     return Service("workers", [sys.executable, "-m", "workers.main", "--queues", queues])
 
 
+def _niceness(n: int) -> Callable[[], None] | None:
+    """What the child runs before exec to lower its priority by ``n`` (None: nothing, the default)."""
+    if not n:
+        return None
+    return lambda: os.nice(n)  # noqa: S606 - no shell, only the scheduling priority of the child
+
+
 def engine_service(s: Settings, model_path: str | None = None) -> Service:
     # LoRA on: per-user adapters are loaded as users' runs push them (a batch without adapter rows costs nothing more)
     argv = [sys.executable, "-m", "cli.main", "engine", "serve", "--model", str(model_path or s.model_path),
             "--host", s.engine_host, "--port", str(s.engine_port), "--enable-lora"]
-    return Service("engine", argv, port=s.engine_port, health_url=f"http://{s.engine_host}:{s.engine_port}/health")
+    return Service("engine", argv, port=s.engine_port, health_url=f"http://{s.engine_host}:{s.engine_port}/health",
+                   nice=s.engine_nice)
 
 
 def gateway_service(s: Settings) -> Service:
@@ -154,7 +163,8 @@ class Stack:
         try:
             with open(log_path, "ab") as log:
                 proc = subprocess.Popen(svc.argv, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                        cwd=str(Path(__file__).resolve().parent.parent), start_new_session=True)
+                                        cwd=str(Path(__file__).resolve().parent.parent), start_new_session=True,
+                                        preexec_fn=_niceness(svc.nice))
             svc.pid, svc.started = proc.pid, process_start(proc.pid)
             self._procs[svc.name] = proc
             if svc not in self.services:

@@ -192,7 +192,10 @@ class TrainingWorkflow:
     def pause(self, req: ControlRequest) -> TrainingStatus:
         assert self.state is not None
         if self._fresh(req.request_id):
-            self.state.paused = True
+            if req.at_version > self.state.policy_version:
+                self.state.pause_at_version = req.at_version
+            else:
+                self.state.paused = True
         return self.status()
 
     @pause.validator
@@ -305,6 +308,8 @@ class TrainingWorkflow:
             if self.rollback_request is not None:
                 await self._rollback()
                 continue
+            if s.pause_at_version and s.policy_version >= s.pause_at_version:
+                s.paused, s.pause_at_version = True, 0
             if s.paused:
                 self.phase = "paused"
                 await workflow.wait_condition(

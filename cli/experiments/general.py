@@ -11,7 +11,7 @@ For each reward mode ("outcome": r_t = o; "outcome+process": r_t = o + mean(PRM 
    steps; each rollout runs ``episodes_per_task`` episodes of ``tasks_per_rollout`` train tasks chosen by the rollout
    (``sample_tasks``). A run whose rollouts keep giving no learning signal (every group's outcomes equal, as with an
    untrained model under the outcome reward) is stopped after ``NO_SIGNAL_ROLLOUTS`` rollouts without a step. With
-   ``eval_every`` k the run is paused after every k-th step (between a rollout and the step it feeds) for the same
+   ``eval_every`` k the run pauses itself once it serves every k-th version (before its next rollout) for the same
    evaluation of the version the engine serves, then resumed; where the training reward rose while that held-out
    success fell (the reward-hacking alarm, ``general_results.divergence``), an ``events`` row says so;
 4. the same evaluation after.
@@ -316,8 +316,9 @@ class GeneralExperiment:
 
     async def _train(self, client: Any, run: str, reward: str, seed: int, model: Path, started: list[str],
                      checkpoint: Any = None) -> tuple[Any, dict[int, Any], str]:
-        """The training run; every ``eval_every`` policy versions it is paused (between a rollout and the step it
-        feeds) and ``await checkpoint(status)`` evaluates the version the engine serves, then it resumes."""
+        """The training run; every ``eval_every`` policy versions it pauses itself (``pause`` with ``at_version``:
+        once it serves that version, before its next rollout) and ``await checkpoint(status)`` evaluates the version
+        the engine serves, then it resumes."""
         from contracts.episode import RolloutInput
         from contracts.training import (
             TRAINING_WORKFLOW,
@@ -355,12 +356,17 @@ class GeneralExperiment:
                                   "group's rewards were equal)")
                 typer.echo(f"{run}: {watch['early']}; stopping it", err=True)
                 await handle.execute_update("stop", ControlRequest(request_id=f"{run}-stop", reason="no signal"))
-            if checkpoint is None or watch["early"] or watch["due"] >= cfg.steps or st.policy_version < watch["due"]:
+            if checkpoint is None or watch["early"] or watch["due"] >= cfg.steps:
                 return
-            if not st.paused:  # takes effect once the rollout in flight is written, before the step it feeds
+            if watch.get("asked") != watch["due"]:  # it pauses itself at that version, however late we look
                 await handle.execute_update("pause", ControlRequest(request_id=f"{run}-pause-{watch['due']}",
-                                                                    reason="held-out evaluation"))
-            elif st.phase == "paused":
+                                                                    reason="held-out evaluation",
+                                                                    at_version=watch["due"]))
+                watch["asked"] = watch["due"]
+                return
+            if st.policy_version < watch["due"]:
+                return
+            if st.paused and st.phase == "paused":
                 await checkpoint(st)
                 watch["due"] = st.policy_version + cfg.eval_every
                 watch["rollouts"] = st.rollouts_started

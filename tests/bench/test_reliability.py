@@ -6,6 +6,7 @@ schemathesis' report)."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import sys
@@ -105,6 +106,24 @@ def test_stack_kill_and_restart_a_service(tmp_path: Path) -> None:
     finally:
         stack.stop_all()
     assert not pid_alive(svc.pid)
+
+
+def test_a_service_started_nicer_runs_at_that_niceness(tmp_path: Path) -> None:
+    """``engine_nice``: the local engine yields the CPU to the gateway and Temporal on a shared host; its threads
+    inherit the niceness because it is set before exec."""
+    from openclaw_rl.settings import Settings
+    from openclaw_rl.stack import Service, Stack, engine_service
+
+    assert engine_service(Settings(engine_nice=7)).nice == 7 and engine_service(Settings()).nice == 0
+    stack = Stack(Settings(runtime_dir=tmp_path))
+    port = _free_port()
+    svc = Service("web", [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], port=port, nice=5)
+    try:
+        stack.start(svc, timeout_s=30)
+        mine = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, svc.pid) == mine + 5
+    finally:
+        stack.stop_all()
 
 
 def test_gateway_records_turns_the_engine_broke_and_reports_engine_time(tiny_model_path: Path,  # noqa: F811

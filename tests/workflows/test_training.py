@@ -258,3 +258,48 @@ async def test_weight_push_under_load_fails_no_request(random_model_path, tmp_pa
     assert [p.engines for p in pushes] == [[url]] * 3 and again.skipped == [url]
     assert info["weight_version"] == "3"
     assert {v for _, v in results} >= {"0", "3"}
+
+
+async def test_pause_at_a_version_stops_there_however_late_the_caller_looks(temporal_env, random_model_path, tmp_path):
+    """``pause`` with ``at_version``: asked at version 0, the run trains on to version 2 and pauses itself there
+    although samples for a third step are waiting; ``resume`` lets it go on."""
+    from contracts.training import ControlRequest
+
+    client: Client = temporal_env.client
+    store = LocalStore(tmp_path / "store")
+    stores = StoreCache(f"file://{store.root}", tmp_path / "cache")
+    run, oq, tq = f"p-{uuid.uuid4().hex[:6]}", f"orch-{uuid.uuid4().hex[:6]}", f"train-{uuid.uuid4().hex[:6]}"
+    for i in range(6):  # three batches of 2, all trainable (staleness 2)
+        write_sample(store, run, f"s{i}", 0, [40 + i, 2], [-1.0, -1.0], 1.0 if i % 2 else -1.0)
+    with running_engine(random_model_path, weight_version="0", max_batch=4) as url:
+        async with orchestrator_worker(client, oq, stores), trainer_worker(client, tq, stores):
+            handle = await client.start_workflow(
+                TRAINING_WORKFLOW, TrainingInput(
+                    run=run, method="binary", batch_size=2, lr=1e-3, engines=[url], max_staleness=2,
+                    model_path=str(random_model_path), store_url=f"file://{store.root}", max_steps=3, poll_s=0.2,
+                    trainer_queue=tq, heartbeat_timeout_s=30, paused=True),
+                id=f"training/{run}", task_queue=oq, result_type=TrainingStatus,
+                execution_timeout=timedelta(minutes=5))
+
+            async def until_paused(version: int) -> None:
+                deadline = time.monotonic() + 120
+                while True:
+                    st = await handle.query("status", result_type=TrainingStatus)
+                    if st.phase == "paused" and st.policy_version >= version:
+                        return
+                    assert time.monotonic() < deadline, st
+                    await asyncio.sleep(0.2)
+
+            await until_paused(0)  # started paused, at version 0
+            await handle.execute_update("pause", ControlRequest(request_id="at-2", at_version=2),
+                                        result_type=TrainingStatus)
+            await handle.execute_update("resume", ControlRequest(request_id="go"), result_type=TrainingStatus)
+            await until_paused(1)
+            await asyncio.sleep(1.0)  # it stays there
+            st = await handle.query("status", result_type=TrainingStatus)
+            assert (st.phase, st.paused, st.policy_version, st.step) == ("paused", True, 2, 2)
+            await handle.execute_update("resume", ControlRequest(request_id="go-on"), result_type=TrainingStatus)
+            final = await handle.result()
+            history = await handle.fetch_history()
+    await Replayer(workflows=[TrainingWorkflow]).replay_workflow(history)
+    assert (final.step, final.policy_version) == (3, 3)
