@@ -20,6 +20,7 @@ from openclaw_rl.adapters import ServedAdapters, adapter_name, user_of_run, user
 from openclaw_rl.keys import KeyStore
 from openclaw_rl.policy_client import Generation, PolicyEngineError, SamplingParams
 from openclaw_rl.settings import Settings
+from tests.api.test_fake_engine import Fx as ScriptedFx
 from tests.api.test_fake_engine import ScriptedPolicy
 from tests.api.test_spool import FakeSubmitter, ListRecords
 
@@ -59,24 +60,13 @@ class AdapterPolicy(ScriptedPolicy):
                 "loaded_lora_adapters": {k: {"version": v, "resident": True} for k, v in self.loaded.items()}}
 
 
-class Fx:
-    def __init__(self, url: str, policy: AdapterPolicy, sub: FakeSubmitter, keys: dict[str, str],
+class Fx(ScriptedFx):
+    """The scripted fixture's helpers, plus each user's key id."""
+
+    def __init__(self, url: str, policy: AdapterPolicy | None, sub: FakeSubmitter, keys: dict[str, str],
                  ids: dict[str, str], settings: Settings) -> None:
-        self.url, self.policy, self.sub, self.keys, self.ids, self.settings = url, policy, sub, keys, ids, settings
-
-    def client(self, user: str) -> openai.OpenAI:
-        return openai.OpenAI(base_url=f"{self.url}/v1", api_key=self.keys[user], max_retries=0, timeout=30)
-
-    def turn(self, request_id: str) -> TurnRef:
-        import time
-
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            for ref in list(self.sub.got):
-                if ref.request_id == request_id:
-                    return ref
-            time.sleep(0.02)
-        raise AssertionError(f"turn {request_id} was not submitted")
+        super().__init__(url, policy, sub, keys, None, settings)  # type: ignore[arg-type]
+        self.ids = ids
 
 
 def _app(random_model_path: Path, runtime: Path, **settings: Any) -> tuple[Any, AdapterPolicy, FakeSubmitter,
