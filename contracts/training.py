@@ -19,7 +19,7 @@ LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", 
 CANDIDATE_SUFFIX = "~candidate"
 # what a training run writes into the ``events`` records (besides ALARM_EVENT)
 EVENT_ACCEPTED, EVENT_REJECTED, EVENT_ROLLBACK = "version_accepted", "version_rejected", "rollback"
-ALARM_EVENT = "reward_hacking_suspected"  # the general experiment's name for the same alarm
+ALARM_EVENT = "reward_hacking_suspected"  # raised by gated runs and by the general experiment alike
 VERDICT_FILE = "verdict.json"
 
 

@@ -260,7 +260,8 @@ class GeneralExperiment:
                         alarms: list[dict[str, Any]]) -> None:
         """Add a held-out evaluation (its results row) to the run's points, with the training reward of the window
         since the evaluation before; raise the reward-hacking alarm (an ``events`` row) where the two diverge."""
-        from cli.experiments.general_results import ALARM_EVENT, divergence, window_reward
+        from cli.experiments.general_results import divergence, window_reward
+        from contracts.training import ALARM_EVENT
 
         version = int(row["policy_version"])
         row["train_reward"] = window_reward(self._train_rewards(run), held[-1]["version"], version)

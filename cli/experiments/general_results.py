@@ -22,8 +22,6 @@ PER_SEED = ("success_before", "success_after", "mean_outcome_before", "mean_outc
             "invalid_action_rate_before", "invalid_action_rate_after")
 TOTALS = ("train_steps", "samples_trained", "policy_versions", "excluded_stale", "rollouts")
 
-
-ALARM_EVENT = "reward_hacking_suspected"
 # beyond cli.experiments.results.RESULT_COLUMNS: the mean step reward the run trained on (curve rows: the rollout at
 # that version; held_out and after rows: the window since the evaluation before); the experiments view unions by name
 GENERAL_COLUMNS = [("train_reward", "float64")]
