@@ -14,7 +14,7 @@ A failed episode (its workflow failed, or it lost its env worker too often) is c
 Start it with the plain CLI::
 
     temporal workflow start --type RolloutWorkflow --task-queue openclaw-orchestrator --workflow-id rollout/r1 \\
-      --input '{"run": "r1", "env": "terminal", "tasks": ["count_lines"], "n": 8}'
+      --input '{"run": "r1", "env": "terminal", "tasks": ["count_lines-0"], "n": 8}'
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ def long_model(tmp_path_factory):  # a GUI page's element list is longer than th
     return make_random_qwen3(tmp_path_factory.mktemp("random-qwen3-4k"), seed=0, max_positions=4096)
 
 
-CASES = {"swe": ["slugify-edges"], "gui": ["click-button-1", "enter-text-2"], "terminal": ["create_file"]}
+CASES = {"swe": ["slugify-edges"], "gui": ["click-button-1", "enter-text-2"], "terminal": ["create_file-0"]}
 
 
 @pytest.mark.parametrize("env", sorted(CASES))

@@ -11,7 +11,7 @@ import pytest
 from envs.base import Env, Task, make_env, task_suite
 from envs.terminal.actions import format_action, parse_action
 from envs.terminal.env import TerminalConfig, TerminalEnv
-from envs.terminal.tasks import SUITE, TerminalTask, expect_text
+from envs.terminal.tasks import FAMILIES, INSTANCES, SUITE, TerminalTask, expect_text, variant
 
 
 def bash(cmd: str) -> str:
@@ -37,10 +37,14 @@ def test_suite_shape():
     train, evals = SUITE.ids("train"), SUITE.ids("eval")
     assert len(train) + len(evals) == len(SUITE) and not set(train) & set(evals)
     assert 0.15 <= len(evals) / len(SUITE) <= 0.35
-    tags = {tag for t in SUITE.tasks() for tag in t.tags}
-    assert tags == {"files", "text", "archives", "scripts"}
-    for tag in tags:  # every kind of task is in both splits
-        assert any(tag in SUITE.get(i).tags for i in evals) and any(tag in SUITE.get(i).tags for i in train)
+    kinds = {t.tags[0] for t in SUITE.tasks()}
+    assert kinds == {"files", "text", "archives", "scripts"}
+    for fam in FAMILIES:  # every family is in both splits, its instances asking for different things
+        ids = [f"{fam.name}-{k}" for k in range(INSTANCES)]
+        assert [SUITE.get(i).split for i in ids] == ["train"] * (INSTANCES - 1) + ["eval"]
+        assert all(SUITE.get(i).tags == (fam.tag, fam.name) for i in ids)
+        assert len({SUITE.get(i).instruction for i in ids}) >= INSTANCES - 1, fam.name
+        assert variant(fam.name, 0).instruction == variant(fam.name, 0).instruction  # a variant is reproducible
     with pytest.raises(ValueError, match="unknown env"):
         make_env("no-such-env")
     assert isinstance(make_env("terminal"), Env)

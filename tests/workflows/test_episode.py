@@ -135,7 +135,7 @@ async def test_rollout_from_the_cli_groups_advantages_and_writes_step_samples(te
     stores = StoreCache(store_url, tmp_path / "cache")
     cfg = config(q, store_url, scripted_error_rate=0.35, votes=3)
     rollout = f"r{uuid.uuid4().hex[:6]}"
-    tasks, n, cap = ["count_lines", "fib_script"], 4, 3
+    tasks, n, cap = ["count_lines-0", "make_executable-0"], 4, 3
     async with PolicyClient(local_engine) as policy, AsyncExitStack() as stack:
         pool = stack.enter_context(ThreadPoolExecutor(max_workers=16))
         # votes that take a while, so that they are seen running alongside the next step
@@ -160,7 +160,7 @@ async def test_rollout_from_the_cli_groups_advantages_and_writes_step_samples(te
         assert env_acts.live_episodes() == 0  # every env was closed
         # the histories replay against the current code (in the sandbox)
         recorded_ids = {"rollout_workflow_v1": f"rollout/{rollout}",
-                        "episode_workflow_v2": episode_workflow_id(f"{rollout}/fib_script/0")}
+                        "episode_workflow_v2": episode_workflow_id(f"{rollout}/make_executable-0/0")}
         for name, wid in recorded_ids.items():
             history = await client.get_workflow_handle(wid).fetch_history()
             await Replayer(workflows=[EpisodeWorkflow, RolloutWorkflow]).replay_workflow(history)
@@ -248,7 +248,7 @@ async def test_engine_policy_episode_turns_malformed_replies_into_observations(
         for w in envs:
             await stack.enter_async_context(w)
         result: EpisodeResult = await client.execute_workflow(
-            EpisodeWorkflow.run, EpisodeInput(task_id="count_lines", config=cfg),
+            EpisodeWorkflow.run, EpisodeInput(task_id="count_lines-0", config=cfg),
             id=f"episode/e-{uuid.uuid4().hex[:6]}", task_queue=q.env)
     assert not result.error and len(result.steps) == 4 and not result.success and result.outcome == -1.0
     store = stores.get()
@@ -320,7 +320,7 @@ async def test_env_worker_killed_mid_episode_restarts_the_episode(temporal_env, 
         async with PolicyClient(local_engine) as policy, AsyncExitStack() as stack:
             # a 2 s workflow task: the worker records the episode's progress every 1.6 s (a workflow task heartbeat
             # while local activities run), and a lost worker's task times out after 2 s
-            handle = await client.start_workflow(EpisodeWorkflow.run, EpisodeInput(task_id="fib_script", config=cfg),
+            handle = await client.start_workflow(EpisodeWorkflow.run, EpisodeInput(task_id="fib_script-1", config=cfg),
                                                  id=f"episode/k-{uuid.uuid4().hex[:6]}", task_queue=q.env,
                                                  task_timeout=timedelta(seconds=2))
             deadline = time.monotonic() + 60
@@ -368,7 +368,7 @@ async def test_a_failed_policy_call_fails_the_episode_and_frees_its_sandbox(temp
             await stack.enter_async_context(w)
         wid = f"episode/f-{uuid.uuid4().hex[:6]}"
         with pytest.raises(WorkflowFailureError) as failed:
-            await client.execute_workflow(EpisodeWorkflow.run, EpisodeInput(task_id="create_file", config=cfg),
+            await client.execute_workflow(EpisodeWorkflow.run, EpisodeInput(task_id="create_file-0", config=cfg),
                                           id=wid, task_queue=getattr(q, where))
         err = failed.value.cause  # a local activity's error arrives as it is; a remote one's wrapped in ActivityError
         assert "unknown policy" in str(err.cause or err)
