@@ -16,7 +16,9 @@
     expression the task writes out as written (a transcription error: a dropped term, a flipped sign), that prints
     no number, or whose numbers are nothing new (only the task's, or an earlier result's) is not progress; an
     ``answer`` is +1 when its numbers come from a tool result, 0 when only from the task, -1 when from nowhere (a
-    guess). It never sees the hidden answer (that would make the process reward the outcome). Other envs: the
+    guess). It never sees the hidden answer (that would make the process reward the outcome). For the terminal env
+    (``assess_terminal_content``): a command naming a file or folder that neither the task nor an earlier result
+    mentions is -1 (a misread or made-up name), and so is a submit before any command ran cleanly. Other envs: the
     ``heuristic`` rule.
 - `HeuristicJudge`: no LLM. A rule-based stand-in, named as such everywhere it is used: it reads explicit praise,
   complaint, confusion and correction phrases in the next state and writes a judgement in the same `\\boxed{}` /
@@ -145,6 +147,8 @@ class HeuristicJudge:
             await asyncio.sleep(self.latency_s)
         if self.step_rule == "content" and req.env == "toolcall":
             score, why = assess_toolcall_content(req.task_instruction, req.tool_calls, req.tool_results, req.history)
+        elif self.step_rule == "content" and req.env == "terminal":
+            score, why = assess_terminal_content(req.task_instruction, req.tool_calls, req.tool_results, req.history)
         else:
             score, why = assess_step(req.tool_calls, req.tool_results, req.history)
         return f"[heuristic judge] {why} \\boxed{{{score}}}"
@@ -288,6 +292,62 @@ def assess_toolcall_content(task: str, tool_calls: str, tool_results: str, histo
     if all(_within(abs(x), given) for x in out):
         return 0, "The call printed only numbers of the task: nothing computed."
     return 1, "The call computed a new number from the task's."
+
+
+# a file or folder name as commands and tasks write it: a path with a slash (src/util.py, releases/v2) or a name with
+# an extension (notes.txt, backup.tar.gz); globs, options and code (*.txt, -f1, print(i)) are not names
+_START = r"(?<![\w$*%{./-])"
+_NAME = re.compile(rf"{_START}(?:[A-Za-z0-9_][\w-]*/)+[\w.-]*\w|{_START}[A-Za-z0-9_][\w-]*(?:\.[A-Za-z]\w*)+")
+_QUOTED = re.compile(r"'[^']*'")  # a single-quoted argument of a command: a program (sed, awk, python), not a name
+_WORD = re.compile(r"[\w.-]+")
+
+
+def names(text: str, command: bool = False) -> list[str]:
+    """The file and folder names ``text`` writes (``_NAME``), ``/workspace/`` dropped; in a ``command``, none from
+    inside single quotes."""
+    if command:
+        text = _QUOTED.sub(" ", text)
+    return [n.removeprefix("workspace/") for n in _NAME.findall(text)]
+
+
+def assess_terminal_content(task: str, tool_calls: str, tool_results: str, history: str = "") -> tuple[int, str]:
+    """The ``content`` step vote for the terminal env: a bash command that names a file or folder neither the task nor
+    an earlier step mentions (a path counts as mentioned when each of its parts is: ``a/b/c/__init__.py`` for a task
+    that names the folder ``a/b/c`` and the file ``__init__.py``) is not progress (a name misread or made up: the
+    commonest way a small model fails these tasks), and a submit before any command ran cleanly is premature. Never
+    the task's check or its answer. Malformed, timed-out, failing and repeated commands as ``assess_step``."""
+    score, why = assess_step(tool_calls, tool_results, history)
+    if score == -1:
+        return score, why
+    call = _json(tool_calls)
+    name = call.get("name") if isinstance(call, dict) else None
+    args = call.get("arguments") if isinstance(call, dict) else None
+    if name == "submit":
+        ran = any(_EXIT.search(r) and _EXIT.search(r).group(1) == "0" for r in _earlier_results(history))
+        return (0, why) if ran else (-1, "Submitted before any command ran cleanly: nothing was done.")
+    if name != "bash" or not isinstance(args, dict):
+        return score, why
+    seen = [task, *_earlier_results(history), *_earlier_actions(history)]
+    known = {n for text in seen for n in names(text)}
+    known |= {part for n in list(known) for part in _prefixes(n)}
+    words = {w.strip(".") for text in seen for w in _WORD.findall(text)}
+    unknown = [n for n in names(str(args.get("command", "")), command=True)
+               if n not in known and not all(part in words for part in n.split("/"))]
+    if unknown:
+        return -1, f"The command names {unknown[0]}, which neither the task nor an earlier result mentions."
+    return score, why
+
+
+def _prefixes(path: str) -> list[str]:
+    """``a/b/c.txt`` -> ``a``, ``a/b``, and the last part alone (``c.txt``): a command may name a folder of a path the
+    task gives, or a file inside a folder it has ``cd``-ed into."""
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))] + ([parts[-1]] if len(parts) > 1 else [])
+
+
+def _earlier_actions(history: str) -> list[str]:
+    parts = _STEP.split(history)
+    return [block.partition("\n-> ")[0] for block in parts[2::2]]
 
 
 # --------------------------------------------------------------------------------------------------------------------

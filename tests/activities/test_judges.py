@@ -1,5 +1,6 @@
-"""General-track step judges: the exit-status heuristic, the content heuristic of the tool-call env (on real episodes:
-the tiny model's actions from an `experiment general` run, their observations from the env), the LLM judge's
+"""General-track step judges: the exit-status heuristic, the content heuristics of the terminal env (its rules, every
+reference step voted up) and of the tool-call env (on real episodes: the tiny model's actions from an `experiment
+general` run, their observations from the env), the LLM judge's
 templates for every env, and the judges by name."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from activities.judges import (
     HeuristicJudge,
     LLMJudge,
     assess_step,
+    assess_terminal_content,
     assess_toolcall_content,
     make_step_judge,
     numbers,
@@ -23,6 +25,7 @@ from activities.judges import (
     task_expression,
 )
 from contracts.episode import EpisodeStep, StepJudgeRequest
+from envs.terminal.tasks import SUITE as TERMINAL
 from envs.toolcall.tasks import SUITE
 from prompts import GENERAL_JUDGES, render
 from rlcore.judging import parse_score
@@ -167,11 +170,56 @@ def test_task_expression_and_numbers() -> None:
     assert families == {"basic_arithmetic", "chain_sum", "products", "decimal_chain_sum", "decimal_arithmetic"}
 
 
-def test_content_rule_is_for_the_toolcall_env_only() -> None:
-    req = StepJudgeRequest(env="terminal", episode_id="e", step_index=0, task_instruction="Count 3 + 4 lines.",
-                           tool_calls=json.dumps({"name": "bash", "arguments": {"command": "echo 9"}}),
+def test_content_rule_of_other_envs_is_the_exit_status_rule() -> None:
+    req = StepJudgeRequest(env="swe", episode_id="e", step_index=0, task_instruction="Fix notes.txt in pkg/mod.py.",
+                           tool_calls=json.dumps({"name": "bash", "arguments": {"command": "cat other.py"}}),
                            tool_results=f"9\n{OK}")
-    assert parse_score(asyncio.run(HeuristicJudge(step_rule="content").complete_step(req))) == 1  # exit status rule
+    assert parse_score(asyncio.run(HeuristicJudge(step_rule="content").complete_step(req))) == 1
+
+
+def bash(command: str) -> str:
+    return json.dumps({"name": "bash", "arguments": {"command": command}})
+
+
+def test_terminal_content_votes_every_reference_step_up() -> None:
+    """Every step of every terminal task's reference solution names only what the task and the earlier steps name:
+    the rule never votes a right command down."""
+    for task in TERMINAL.tasks():
+        history: list[str] = []
+        for i, command in enumerate(task.data.solution):
+            score, why = assess_terminal_content(task.instruction, bash(command), OK, "\n\n".join(history))
+            assert score == 1, (task.task_id, command, why)
+            history.append(f"Step {i}:\n<tool_call>{bash(command)}</tool_call>\n-> {OK}")
+        submit = json.dumps({"name": "submit", "arguments": {}})
+        assert assess_terminal_content(task.instruction, submit, "Submitted.", "\n\n".join(history))[0] == 0
+
+
+def test_terminal_content_rules() -> None:
+    task = "Write the number of lines in draft.txt to output.txt."
+    judge = HeuristicJudge(step_rule="content")
+
+    def vote(command: str, result: str = OK, history: str = "") -> int:
+        req = StepJudgeRequest(env="terminal", episode_id="e", step_index=0, task_instruction=task,
+                               tool_calls=bash(command), tool_results=result, history=history)
+        return parse_score(asyncio.run(judge.complete_step(req)))
+
+    assert vote("wc -l < draft.txt > output.txt") == 1
+    assert vote("wc -l < words.txt > output.txt") == -1  # a file the task never names: misread
+    assert vote("wc -l < draft.txt > answer.txt") == -1  # the output under another name
+    assert vote("wc -l < /workspace/draft.txt > output.txt") == 1
+    assert vote("cat draft.md") == -1
+    assert vote("awk 'END {print NR}' draft.txt > output.txt") == 1  # a program in quotes names nothing
+    assert vote("wc -l < draft.txt > output.txt", "wc: draft.txt: No such file\n[exit status 1]") == -1
+    # a name an earlier result showed is known; one an earlier command made too
+    shown = f"Step 0:\n<tool_call>{bash('ls')}</tool_call>\n-> draft.txt\nold/notes.txt\n{OK}"
+    assert vote("cat old/notes.txt", history=shown) == 1
+    made = f"Step 0:\n<tool_call>{bash('echo 1 > tmp.sh')}</tool_call>\n-> {OK}"
+    assert vote("bash tmp.sh > output.txt", history=made) == 1
+    submit = json.dumps({"name": "submit", "arguments": {}})
+    assert assess_terminal_content(task, submit, "Submitted.")[0] == -1  # nothing was done
+    assert assess_terminal_content(task, submit, "Submitted.", made)[0] == 0  # the outcome decides
+    failed = f"Step 0:\n<tool_call>{bash('cat x.txt')}</tool_call>\n-> cat: x.txt: No such file\n[exit status 1]"
+    assert assess_terminal_content(task, submit, "Submitted.", failed)[0] == -1
 
 
 def test_step_template_values_render_every_env() -> None:
