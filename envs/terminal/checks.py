@@ -16,13 +16,28 @@ from envs.sandbox import WorkDir
 
 Check = Callable[[WorkDir], "str | None"]
 
+
+
+def coined(n: int, seed: str) -> list[str]:
+    """``n`` distinct made-up six-letter names (three consonant-vowel pairs: none is part of another), the same on
+    every import."""
+    rng, out = random.Random(seed), set()
+    while len(out) < n:
+        out.add("".join(rng.choice("bdfgklmnprstvz") + rng.choice("aeiou") for _ in range(3)))
+    return sorted(out)
+
+
+# Name pools: a few everyday names, then made-up ones, so that most instances name things no agent can have
+# memorised: a command that solves them copies the instruction's names (what a model must learn), not a habit.
+_COINED = coined(700, "terminal-names")
 WORDS = ["apple", "river", "stone", "cloud", "maple", "tiger", "lemon", "piano", "ocean", "candle", "forest", "pepper",
-         "rocket", "silver", "window", "garden", "planet", "violet", "copper", "meadow"]
+         "rocket", "silver", "window", "garden", "planet", "violet", "copper", "meadow", *_COINED[:200]]
 NAMES = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "ivan", "judy", "mallory", "oscar"]
 # file and folder names the families draw from, so that instances of one family differ in what the command must name
-STEMS = ["data", "notes", "words", "items", "list", "report", "input", "log", "names", "values", "records", "draft"]
-OUTPUTS = ["answer.txt", "result.txt", "out.txt", "output.txt"]
-DIRS = ["data", "docs", "notes", "logs", "src", "assets", "files", "inbox", "reports", "archive"]
+STEMS = ["data", "notes", "words", "items", "list", "report", "input", "log", "names", "values", "records", "draft",
+         *_COINED[200:400]]
+OUTPUTS = ["answer.txt", "result.txt", "out.txt", "output.txt", *(f"{w}.txt" for w in _COINED[400:500])]
+DIRS = ["data", "docs", "notes", "logs", "src", "assets", "files", "inbox", "reports", "archive", *_COINED[500:700]]
 
 
 def pick(rng: random.Random, pool: list[str], k: int = 1) -> list[str]:
