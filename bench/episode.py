@@ -30,7 +30,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-TASKS = ["fib_script-1", "count_lines-0", "sum_script-0", "make_tar-0"]
+TASKS = ["fib_script-2", "count_lines-0", "line_range-1", "top_word-0"]
 
 
 
@@ -156,7 +156,7 @@ async def _run(model: Path, episodes: int, votes: int) -> dict[str, Any]:
 
             t0 = time.perf_counter()
             rollout: RolloutResult = await client.execute_workflow(
-                RolloutWorkflow.run, RolloutInput(run="bench", env="terminal", tasks=["fib_script-1", "count_lines-0"],
+                RolloutWorkflow.run, RolloutInput(run="bench", env="terminal", tasks=["count_lines-0", "top_word-0"],
                                                   n=8, max_parallel=16, notify_training=False, episode=cfg),
                 id=f"rollout/bench-{tag}", task_queue=oq)
             parallel_s = time.perf_counter() - t0
