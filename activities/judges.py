@@ -247,6 +247,12 @@ def _within(value: float, pool: list[float]) -> bool:
     return any(abs(value - p) <= 1e-9 * max(1.0, abs(p)) for p in pool)
 
 
+def _call_parts(tool_calls: str) -> tuple[object, object]:
+    """The tool call's name and arguments (None for either where the JSON does not hold them)."""
+    call = _json(tool_calls)
+    return (call.get("name"), call.get("arguments")) if isinstance(call, dict) else (None, None)
+
+
 def _earlier_results(history: str) -> list[str]:
     """The observations of the earlier steps (``judge_request``'s history blocks)."""
     parts = _STEP.split(history)
@@ -260,9 +266,7 @@ def assess_toolcall_content(task: str, tool_calls: str, tool_results: str, histo
     score, why = assess_step(tool_calls, tool_results, history)
     if score == -1:
         return score, why
-    call = _json(tool_calls)
-    name = call.get("name") if isinstance(call, dict) else None
-    args = call.get("arguments") if isinstance(call, dict) else None
+    name, args = _call_parts(tool_calls)
     if name not in ("python", "answer") or not isinstance(args, dict):
         return score, why
     given = numbers(task, signed=False)
@@ -319,9 +323,7 @@ def assess_terminal_content(task: str, tool_calls: str, tool_results: str, histo
     score, why = assess_step(tool_calls, tool_results, history)
     if score == -1:
         return score, why
-    call = _json(tool_calls)
-    name = call.get("name") if isinstance(call, dict) else None
-    args = call.get("arguments") if isinstance(call, dict) else None
+    name, args = _call_parts(tool_calls)
     if name == "submit":
         ran = any(_EXIT.search(r) and _EXIT.search(r).group(1) == "0" for r in _earlier_results(history))
         return (0, why) if ran else (-1, "Submitted before any command ran cleanly: nothing was done.")
