@@ -307,47 +307,40 @@ _WORD = re.compile(r"[\w.-]+")
 
 
 def names(text: str, command: bool = False) -> list[str]:
-    """The file and folder names ``text`` writes (``_NAME``), ``/workspace/`` dropped; in a ``command``, none from
-    inside single quotes."""
+    """The relative file and folder names ``text`` writes (``_NAME``; an absolute path is none); in a ``command``, none
+    from inside single quotes."""
     if command:
         text = _QUOTED.sub(" ", text)
-    return [n.removeprefix("workspace/") for n in _NAME.findall(text)]
+    return _NAME.findall(text)
 
 
 def assess_terminal_content(task: str, tool_calls: str, tool_results: str, history: str = "") -> tuple[int, str]:
     """The ``content`` step vote for the terminal env: a bash command that names a file or folder neither the task nor
     an earlier step mentions (a path counts as mentioned when each of its parts is: ``a/b/c/__init__.py`` for a task
-    that names the folder ``a/b/c`` and the file ``__init__.py``) is not progress (a name misread or made up: the
-    commonest way a small model fails these tasks), and a submit before any command ran cleanly is premature. Never
-    the task's check or its answer. Malformed, timed-out, failing and repeated commands as ``assess_step``."""
+    that names the folder ``a/b/c`` and the file ``__init__.py``, ``c.txt`` after ``cd a`` for ``a/c.txt``) is not
+    progress (a name misread or made up: the commonest way a small model fails these tasks), and a submit before any
+    command ran cleanly is premature. Never the task's check or its answer. Malformed, timed-out, failing and repeated
+    commands as ``assess_step``."""
     score, why = assess_step(tool_calls, tool_results, history)
     if score == -1:
         return score, why
     name, args = _call_parts(tool_calls)
     if name == "submit":
-        ran = any(_EXIT.search(r) and _EXIT.search(r).group(1) == "0" for r in _earlier_results(history))
+        ran = any((m := _EXIT.search(r)) and m.group(1) == "0" for r in _earlier_results(history))
         return (0, why) if ran else (-1, "Submitted before any command ran cleanly: nothing was done.")
     if name != "bash" or not isinstance(args, dict):
         return score, why
     seen = [task, *_earlier_results(history), *_earlier_actions(history)]
-    known = {n for text in seen for n in names(text)}
-    known |= {part for n in list(known) for part in _prefixes(n)}
     words = {w.strip(".") for text in seen for w in _WORD.findall(text)}
     unknown = [n for n in names(str(args.get("command", "")), command=True)
-               if n not in known and not all(part in words for part in n.split("/"))]
+               if not all(part in words for part in n.split("/"))]
     if unknown:
         return -1, f"The command names {unknown[0]}, which neither the task nor an earlier result mentions."
     return score, why
 
 
-def _prefixes(path: str) -> list[str]:
-    """``a/b/c.txt`` -> ``a``, ``a/b``, and the last part alone (``c.txt``): a command may name a folder of a path the
-    task gives, or a file inside a folder it has ``cd``-ed into."""
-    parts = path.split("/")
-    return ["/".join(parts[:i]) for i in range(1, len(parts))] + ([parts[-1]] if len(parts) > 1 else [])
-
-
 def _earlier_actions(history: str) -> list[str]:
+    """The actions of the earlier steps (``judge_request``'s history blocks)."""
     parts = _STEP.split(history)
     return [block.partition("\n-> ")[0] for block in parts[2::2]]
 

@@ -43,16 +43,18 @@ def _put(root: Path, files: dict[str, bytes | str], modes: dict[str, int]) -> No
 
 
 def run_command(root: Path, command: str) -> str:
-    """The observation the env gives for ``command`` run in ``root`` (stdout and stderr merged, then the status)."""
-    from envs.terminal.env import format_observation
+    """The observation the env gives for ``command`` run in ``root`` (stdout and stderr merged, then the status).
+    Output past the env's cap would be shown cut, which this does not reproduce: the rows' commands stay under it."""
+    from envs.terminal.env import TerminalConfig, format_observation
     from envs.terminal.shell import CommandResult
 
     proc = subprocess.run(["bash", "-c", command], cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, timeout=10, check=False,
                           env={"PATH": _PATH, "HOME": str(root), "LANG": "C.UTF-8", "TERM": "dumb"})
+    cap = TerminalConfig().max_output_bytes
+    if len(proc.stdout) > cap:
+        raise ValueError(f"{command!r} prints {len(proc.stdout)} bytes, past the env's cap of {cap}")
     out = proc.stdout.decode("utf-8", "replace")
-    if len(out) > 2048:  # the env's default cap keeps the head and the tail; looks here are short
-        out = out[:1024] + out[-1024:]
     return format_observation(CommandResult(output=out, exit_status=proc.returncode))
 
 
@@ -64,14 +66,17 @@ def first_observation(instruction: str, files: dict[str, Any]) -> str:
 
 
 def _text_inputs(files: dict[str, bytes | str]) -> list[str]:
-    return [p for p, d in sorted(files.items()) if isinstance(d, str) and d.strip()]
+    """Text files whose first five lines are short (``head -n 5`` shows them whole, under the env's output cap)."""
+    return [p for p, d in sorted(files.items())
+            if isinstance(d, str) and d.strip() and len("".join(d.splitlines(True)[:5])) <= 1024]
 
 
 def _look(rng: random.Random, files: dict[str, bytes | str]) -> str:
     texts = _text_inputs(files)
     if texts and rng.random() < 0.6:
         path = rng.choice(texts)
-        return f"head -n 5 {path}" if rng.random() < 0.7 else f"cat {path}"
+        short = len(files[path]) <= 1024  # a whole file only when it is short: the env would show a long one cut
+        return f"cat {path}" if short and rng.random() < 0.3 else f"head -n 5 {path}"
     folders = sorted({p.split("/")[0] for p in files if "/" in p})
     return f"ls {rng.choice(folders)}" if folders and rng.random() < 0.6 else "ls"
 
@@ -84,14 +89,14 @@ def _misread(files: dict[str, bytes | str], rng: random.Random) -> str:
     return f"cat {wrong}"
 
 
-def terminal_episode(rng: random.Random, held_out: frozenset[str] | None = None) -> dict[str, Any]:
+def terminal_episode(rng: random.Random) -> dict[str, Any]:
     """One episode as messages (system, user, then assistant / tool turns), ``tools`` None: the format is in the
     system prompt, as the env gives it; ``task`` names the instance (``<family>~<key>``, see ``variant``)."""
     from envs.terminal.actions import format_action, parse_action
     from envs.terminal.env import SYSTEM_PROMPT
     from envs.terminal.tasks import FAMILIES, variant
 
-    held_out = _held_out() if held_out is None else held_out
+    held_out = _held_out()
     while True:
         task = variant(rng.choice(FAMILIES).name, rng.randrange(1 << 30))
         if task.instruction not in held_out:
@@ -101,7 +106,7 @@ def terminal_episode(rng: random.Random, held_out: frozenset[str] | None = None)
     if shape == "verify" and (any(c.startswith("cd ") for c in data.solution)
                               or not _REDIRECT.search(data.solution[-1])):
         shape = "clean"  # nothing to look at, or not from where the shell is after the solution
-    turns: list[tuple[str, str | None]] = []  # (assistant text, command to run or a fixed observation)
+    turns: list[tuple[str, str]] = []  # (assistant text, the observation that follows it)
     with tempfile.TemporaryDirectory(prefix="corpus-terminal-") as tmp:
         root = Path(tmp)
         _put(root, data.files, data.modes)
@@ -118,8 +123,11 @@ def terminal_episode(rng: random.Random, held_out: frozenset[str] | None = None)
             turns.append((format_action(cmd), run_command(root, cmd)))
         if shape == "verify":
             out = _REDIRECT.search(data.solution[-1]).group(1)  # type: ignore[union-attr]
-            cmd = f"cat {out}" if rng.random() < 0.5 else f"head -n 5 {out}"
-            turns.append((format_action(cmd), run_command(root, cmd)))
+            cmd = f"head -n 5 {out}"  # the result's size is not known here: never a whole file
+            try:
+                turns.append((format_action(cmd), run_command(root, cmd)))
+            except ValueError:  # its first lines are past the env's output cap: no look at it
+                pass
     turns.append((format_action(None), "Submitted."))
     msgs = [{"role": "system", "content": SYSTEM_PROMPT},
             {"role": "user", "content": first_observation(task.instruction, data.files)}]

@@ -34,13 +34,11 @@ class TerminalTask:
     check: Check
     solution: list[str]
     modes: dict[str, int] = field(default_factory=dict)
-    family: str = ""
 
 
 def _task(fam: Family, spec: Spec, task_id: str, split: str) -> Task:
     return Task(task_id=task_id, instruction=spec.instruction, split=split, tags=(fam.tag, fam.name),  # type: ignore[arg-type]
-                data=TerminalTask(files=spec.files, check=spec.check, solution=spec.solution, modes=spec.modes,
-                                  family=fam.name))
+                data=TerminalTask(files=spec.files, check=spec.check, solution=spec.solution, modes=spec.modes))
 
 
 def _tasks() -> list[Task]:

@@ -11,7 +11,7 @@ import pytest
 
 from envs.terminal.env import TerminalEnv
 from envs.terminal.tasks import FAMILIES, SUITE, variant
-from tinymodel.terminal_rows import SHAPES, terminal_episode
+from tinymodel.terminal_rows import terminal_episode
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,9 @@ def test_rows_cover_every_family_and_shape_and_never_an_eval_task(rows: list[dic
     assert any(t.count("\n") >= 3 for t in tool_turns)  # a look at a file shows its lines
     assert all(r["messages"][-1]["content"] == '<tool_call>{"name": "submit", "arguments": {}}</tool_call>'
                for r in rows)
-    assert len(SHAPES) == 5
+    looks = ('"command": "head -n 5 ', '"command": "cat ', '"command": "ls')
+    assert any(f.startswith("<tool_call>") and any(k in f for k in looks) for f in firsts)  # a look first
+    assert any('"command": "head -n 5 ' in r["messages"][-3]["content"] for r in rows)  # a look at the result
 
 
 def test_rows_replay_through_the_real_env(rows: list[dict]) -> None:
