@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -35,6 +36,34 @@ from openclaw_rl.logs import configure_logging, get_logger
 from openclaw_rl.settings import Settings, get_settings
 
 log = get_logger("gateway")
+
+
+class ServerTiming:
+    """``Server-Timing: gateway;dur=T`` on every HTTP response: milliseconds from the gateway receiving the request to
+    its response starting (a stream: its first event), the engine's part included; with ``engine;dur=E`` where the
+    route says the engine's time (``X-Engine-Time-Ms``). What a client measures beyond T was spent outside the gateway's
+    handling: on the network, in the client, or waiting for a CPU."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+
+        async def timed(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                timing = f"gateway;dur={(time.perf_counter() - started) * 1000:.3f}"
+                engine = next((v for k, v in headers if k.lower() == b"x-engine-time-ms"), None)
+                if engine is not None:
+                    timing += f", engine;dur={engine.decode('latin-1')}"
+                message = {**message, "headers": [*headers, (b"server-timing", timing.encode("latin-1"))]}
+            await send(message)
+
+        await self.app(scope, receive, timed)
 
 
 class BodyTooLarge(OpenAIError):
@@ -182,6 +211,7 @@ def create_app(settings: Settings | None = None, *, policy: Any = None, temporal
     for router in (chat.router, models.router, health.router):
         app.include_router(router)
     app.add_middleware(BodyLimit, limit=max_body_bytes or s.gateway_max_body_bytes)
+    app.add_middleware(ServerTiming)  # the outermost of the gateway's own: it also times the 413s
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

@@ -33,8 +33,11 @@ The phases, in order (``phases`` picks some):
    failing check, with an example).
 6. ``load``: for each level of concurrent sessions (``levels``), ``level_s`` seconds of short whole replies, users
    spread over API keys (16 sessions a key, as many people would be): ``errors``, ``rps``, end-to-end p50/p99, the
-   engine's time (the gateway's ``X-Engine-Time-Ms``) and the gateway's own overhead (end-to-end minus engine) p50/p99;
-   the resident memory of each service before and after.
+   engine's time (the gateway's ``X-Engine-Time-Ms``) and the gateway's overhead (end-to-end minus engine) p50/p99;
+   ``gateway_inside``: the part of it spent inside the gateway's handling (its ``Server-Timing`` minus the engine's);
+   ``host_wakeup_late_ms``: how late a process doing nothing woke up meanwhile (``bench.wakeup``), the scheduling
+   delay every process on a busy host pays, the load client's included; the resident memory of each service before
+   and after.
 
 Prints one JSON object (``run``'s result); ``targets`` lists each target with whether it held.
 """
@@ -93,6 +96,7 @@ class Reply:
     ended: float = 0.0
     first_token: float | None = None
     engine_ms: float | None = None
+    gateway_ms: float | None = None  # Server-Timing's gateway part: the request's time inside the gateway
     stream: bool = False
     tokens: int = 0  # content chunks received
     prompt_tokens: int = 0  # from a whole reply's usage
@@ -101,6 +105,21 @@ class Reply:
     @property
     def e2e_s(self) -> float:
         return self.ended - self.started
+
+
+def server_timing(value: str) -> dict[str, float]:
+    """``gateway;dur=12.5, engine;dur=10`` -> {"gateway": 12.5, "engine": 10.0}."""
+    out = {}
+    for part in value.split(","):
+        name, _, params = part.strip().partition(";")
+        for param in params.split(";"):
+            key, _, dur = param.strip().partition("=")
+            if key == "dur":
+                try:
+                    out[name.strip()] = float(dur)
+                except ValueError:
+                    pass
+    return out
 
 
 async def chat(http: Any, url: str, key: str, raw_session: str, messages: list[dict], *, stream: bool = False,
@@ -124,6 +143,7 @@ async def chat(http: Any, url: str, key: str, raw_session: str, messages: list[d
             r.session = resp.headers.get("X-Session-Id", "")
             if "X-Engine-Time-Ms" in resp.headers:
                 r.engine_ms = float(resp.headers["X-Engine-Time-Ms"])
+            r.gateway_ms = server_timing(resp.headers.get("Server-Timing", "")).get("gateway")
             if resp.status // 100 != 2:
                 r.error = (await resp.text())[:300]
             elif not stream:
@@ -848,6 +868,8 @@ async def load(drill: Drill, *, levels: Iterable[int], level_s: float, turns: in
         stop = asyncio.Event()
         log: list[Session] = []
         cpu0, own0, host0 = _cpu_s(drill.stack), time.process_time(), _host_cpu()
+        sidecar = await asyncio.create_subprocess_exec(sys.executable, "-m", "bench.wakeup", "--seconds", str(level_s),
+                                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         async with _http() as http:
             t0 = time.monotonic()
             users = [asyncio.create_task(user_loop(
@@ -859,6 +881,12 @@ async def load(drill: Drill, *, levels: Iterable[int], level_s: float, turns: in
             await asyncio.gather(*users)
             elapsed = time.monotonic() - t0
         cpu1, own1, host1 = _cpu_s(drill.stack), time.process_time(), _host_cpu()
+        try:
+            wakeup = json.loads((await asyncio.wait_for(sidecar.communicate(), 30))[0] or b"{}")
+        except (asyncio.TimeoutError, ValueError):
+            sidecar.kill()
+            await sidecar.wait()
+            wakeup = {}
         replies = [r for s in log for r in s.replies]
         ok = [r for r in replies if r.ok]
         cpu = {name: round((cpu1[name] - cpu0.get(name, 0.0)) * 1000 / max(1, len(ok)), 2) for name in cpu1}
@@ -866,12 +894,15 @@ async def load(drill: Drill, *, levels: Iterable[int], level_s: float, turns: in
         e2e = [r.e2e_s * 1000 for r in ok]
         engine = [r.engine_ms for r in ok if r.engine_ms is not None]
         overhead = [r.e2e_s * 1000 - r.engine_ms for r in ok if r.engine_ms is not None]
+        inside = [r.gateway_ms - r.engine_ms for r in ok if r.engine_ms is not None and r.gateway_ms is not None]
         out.append({"sessions": level, "requests": len(replies), "errors": len(replies) - len(ok),
                     "error_kinds": dict(Counter(r.error[:60] or str(r.status) for r in replies if not r.ok)),
                     "wall_s": round(elapsed, 2), "rps": round(len(ok) / elapsed, 2),
                     "e2e_ms_p50": _q(e2e, 0.5), "e2e_ms_p99": _q(e2e, 0.99),
                     "engine_ms_p50": _q(engine, 0.5), "engine_ms_p99": _q(engine, 0.99),
                     "gateway_overhead_ms_p50": _q(overhead, 0.5), "gateway_overhead_ms_p99": _q(overhead, 0.99),
+                    "gateway_inside_ms_p50": _q(inside, 0.5), "gateway_inside_ms_p99": _q(inside, 0.99),
+                    "host_wakeup_late_ms": wakeup,
                     "prefix_cache_hit_rate": round(sum(r.cached_tokens for r in ok) /
                                                    max(1, sum(r.prompt_tokens for r in ok)), 3),
                     "cpu_ms_per_request": cpu,
