@@ -38,11 +38,24 @@ from openclaw_rl.settings import Settings, get_settings
 log = get_logger("gateway")
 
 
+def request_start(value: bytes | None) -> float | None:
+    """``X-Request-Start: t=<unix time>`` (seconds, milliseconds or microseconds, as proxies write it) in seconds."""
+    if not value:
+        return None
+    try:
+        t = float(value.decode("latin-1").strip().removeprefix("t="))
+    except ValueError:
+        return None
+    return t / 1e6 if t > 1e14 else t / 1e3 if t > 1e11 else t
+
+
 class ServerTiming:
-    """``Server-Timing: gateway;dur=T`` on every HTTP response: milliseconds from the gateway receiving the request to
-    its response starting (a stream: its first event), the engine's part included; with ``engine;dur=E`` where the
-    route says the engine's time (``X-Engine-Time-Ms``). What a client measures beyond T was spent outside the gateway's
-    handling: on the network, in the client, or waiting for a CPU."""
+    """``Server-Timing: gateway;dur=T`` on every HTTP response: milliseconds from the gateway's app receiving the
+    request to its response starting (a stream: its first event), the engine's part included; with ``engine;dur=E``
+    where the route says the engine's time (``X-Engine-Time-Ms``), and ``queue;dur=Q`` where the request says when it
+    was sent (``X-Request-Start: t=<unix time>``, the header proxies set): its wait before the app saw it (in the
+    socket while the gateway was busy or waiting for a CPU). What a client measures beyond Q + T was spent outside the
+    gateway: on the network or in the client."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -51,12 +64,15 @@ class ServerTiming:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = time.perf_counter()
+        started, arrived = time.perf_counter(), time.time()
+        sent = request_start(next((v for k, v in scope["headers"] if k == b"x-request-start"), None))
 
         async def timed(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
                 timing = f"gateway;dur={(time.perf_counter() - started) * 1000:.3f}"
+                if sent is not None and 0 <= arrived - sent < 3600:
+                    timing += f", queue;dur={(arrived - sent) * 1000:.3f}"
                 engine = next((v for k, v in headers if k.lower() == b"x-engine-time-ms"), None)
                 if engine is not None:
                     timing += f", engine;dur={engine.decode('latin-1')}"

