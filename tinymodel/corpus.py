@@ -12,6 +12,8 @@ Mixture (fractions of conversations, see ``MIX``):
 - tool calls in the ``<tool_call>`` form with tool results, and short chit-chat, so the model is not degenerate;
 - tool-call env episodes (``toolcall``, ``tinymodel.toolcall_rows``): a math problem solved with the env's python tool
   and answered with its answer tool, exactly as the general track's episodes show it;
+- terminal env episodes (``terminal``, ``tinymodel.terminal_rows``): a task of the terminal suite's families (another
+  instance than any eval task) solved with shell commands and submitted, as the episodes show it;
 - agent-shaped conversations (``agent``): any of the above behind an OpenClaw-shaped system prompt with the agent's
   tool list, the last user message followed by the agent's internal-context message (``envs.personal.agent_prompt``);
   ``long_agent_conversations`` gives some with prompts of thousands of tokens, longer than the model's attention
@@ -31,13 +33,15 @@ from envs.personal import agent_prompt as ap
 from envs.personal import styles as st
 from envs.personal.problems import Problem, iter_problems
 from rlcore.judging import HINT_MARKER, HINT_SEPARATOR
+from tinymodel.terminal_rows import terminal_episode
 from tinymodel.toolcall_rows import toolcall_episode
 
 HINT_TAG = HINT_MARKER
 Conversation = dict[str, Any]  # {"messages": [...], "tools": [...] | None}
 
 MIX = {"student": 0.32, "student_hint": 0.14, "student_multi": 0.06, "teacher": 0.11, "teacher_hint": 0.11,
-       "teacher_multi": 0.04, "tool": 0.04, "chat": 0.03, "agent": 0.15, "toolcall": 0.06}
+       "teacher_multi": 0.04, "tool": 0.04, "chat": 0.03, "agent": 0.15, "toolcall": 0.06,
+       "terminal": 0.25}
 AGENT_INNER = ["student", "student_hint", "teacher", "teacher_hint", "student_multi", "chat", "tool"]
 SYSTEM_PROMPTS = ["You are a helpful assistant.", "You are OpenClaw, a personal assistant.",
                   "You are a helpful assistant. Answer the user's questions.", "You help with homework and grading."]
@@ -208,6 +212,8 @@ def _one(kind: str, rng: random.Random, problems: Iterator[Problem], default_ai:
         return _tool_use(rng)
     if kind == "toolcall":
         return toolcall_episode(rng)
+    if kind == "terminal":
+        return terminal_episode(rng)
     if kind == "chat":
         return _chat(rng)
     p = next(problems)
