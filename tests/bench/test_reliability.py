@@ -289,8 +289,15 @@ def test_the_dev_server_keeps_its_history_in_a_write_ahead_log(tmp_path: Path) -
         return (await handle.describe()).id
 
     async def found(wid: str) -> str:
-        client = await Client.connect(s.temporal_address)
-        return (await client.get_workflow_handle(wid).describe()).id
+        deadline = time.monotonic() + 60
+        while True:  # the restarted server opens its port before it answers
+            try:
+                client = await Client.connect(s.temporal_address)
+                return (await client.get_workflow_handle(wid).describe()).id
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.5)
 
     stack = Stack(s)
     try:
