@@ -135,16 +135,16 @@ _TAGGED = re.compile(r"answer\s*(?:is|:|=)?\s*(?:\*\*)?\s*(?:about\s+)?(-?)\$?\s
 def extract_answer(text: str) -> int | None:
     """The final answer: the number after the last "answer is" / "Answer:", else the last number in the text."""
     tagged = list(_TAGGED.finditer(text))
-    if tagged:
-        sign, digits = tagged[-1].groups()
-        return int(sign + digits.replace(",", ""))
-    found = [m for m in _NUMBER.finditer(text)]
-    if not found:
-        return None
-    raw = found[-1].group(0).replace("$", "").replace(",", "")
     try:
+        if tagged:
+            sign, digits = tagged[-1].groups()
+            return int(sign + digits.replace(",", ""))
+        found = [m for m in _NUMBER.finditer(text)]
+        if not found:
+            return None
+        raw = found[-1].group(0).replace("$", "").replace(",", "")
         return int(float(raw))
-    except ValueError:
+    except (ValueError, OverflowError):  # not a number, or one past float's range / int's digit limit: no answer
         return None
 
 

@@ -83,6 +83,9 @@ def test_extract_answer() -> None:
     assert extract_answer("So she has 12 left") == 12
     assert extract_answer("**Final Answer:** -4") == -4
     assert extract_answer("no numbers here") is None
+    # a degenerate reply's runaway number is no answer (it once crashed the gate's evaluation)
+    assert extract_answer("so it is " + "9" * 400) is None
+    assert extract_answer("The answer is " + "7" * 5000) is None
 
 
 @pytest.mark.parametrize("seed", range(5))
