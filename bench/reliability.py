@@ -887,11 +887,13 @@ async def load(drill: Drill, *, levels: Iterable[int], level_s: float, turns: in
             elapsed = time.monotonic() - t0
         cpu1, own1, host1 = _cpu_s(drill.stack), time.process_time(), _host_cpu()
         try:
-            wakeup = json.loads((await asyncio.wait_for(sidecar.communicate(), 30))[0] or b"{}")
+            late = json.loads((await asyncio.wait_for(sidecar.communicate(), 30))[0] or b"{}").get("late_ms", [])
         except (asyncio.TimeoutError, ValueError):
             sidecar.kill()
             await sidecar.wait()
-            wakeup = {}
+            late = []
+        wakeup = {"wakeups": len(late), "late_ms_p50": _q(late, 0.5), "late_ms_p99": _q(late, 0.99),
+                  "late_ms_max": _q(late, 1.0), "over_50ms": sum(x > 50 for x in late)}
         replies = [r for s in log for r in s.replies]
         ok = [r for r in replies if r.ok]
         cpu = {name: round((cpu1[name] - cpu0.get(name, 0.0)) * 1000 / max(1, len(ok)), 2) for name in cpu1}
