@@ -166,8 +166,8 @@ class GeneralExperiment:
         self.dir.mkdir(parents=True, exist_ok=True)
         base = base_model(self.cfg.preset, self.cfg.model_path)
         start_temporal(self.stack, self.s)
-        for reward in self.cfg.rewards:
-            for seed in range(self.cfg.seeds):
+        for seed in range(self.cfg.seeds):  # seed-major: a stopped experiment still holds paired runs
+            for reward in self.cfg.rewards:
                 self.runs.append(self.run_one(reward, seed, base))
         return self.finish(time.monotonic() - t0)
 
