@@ -4,6 +4,10 @@
   same batch (forward, log-probs of the response tokens, ``-mean(A * logp)``, backward, AdamW). The backend does
   more per step (PPO ratio and clipping, advantages, entropy, grad clipping, stats); the target is >= 0.9. Steps of
   the two alternate so that a noisy shared machine slows both alike; the median step time of each is compared.
+- ``packing``: an agent's step samples (prompts from a first step's few hundred tokens to a long episode's last
+  thousands, in the order episodes finish) through ``train_step`` at the default token budget per forward, with the
+  micro-batches packed shortest first (the backend's way) and in the batch's order: ``speedup`` is the ratio of
+  their median step times, ``padded_tokens`` what each way feeds the model (rows times each micro-batch's longest).
 - ``update_s``: a checkpoint save (HF folder + optimizer + state) plus the engine's ``/update_weights_from_disk`` of
   it, as the training workflow does after every step; ``save_s`` and ``swap_s`` are its parts.
 
@@ -91,6 +95,54 @@ def throughput(model: Path, batch: list[SimpleNamespace], steps: int, device: to
             "ratio_vs_bare_torch": round(med["bare"] / med["backend"], 3), "backend": backend}
 
 
+def agent_batch(vocab: int, n: int, seed: int = 0) -> list[SimpleNamespace]:
+    """Step samples of agent episodes: each episode's k-th step sees the first k-1 steps' actions and results, so
+    prompts grow by a few hundred tokens a step; rows arrive in episode order, steps interleaved."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    while len(out) < n:
+        steps = int(torch.randint(1, 9, (1,), generator=g))
+        prompt = torch.randint(3, vocab, (200,), generator=g).tolist()
+        for t in range(steps):
+            if len(out) == n:
+                break
+            response = torch.randint(3, vocab, (int(torch.randint(12, 48, (1,), generator=g)),), generator=g).tolist()
+            out.append(SimpleNamespace(
+                sample_id=f"a{len(out)}", prompt_ids=list(prompt), response_ids=response,
+                rollout_logprobs=[0.0] * len(response), teacher_logprobs=None, loss_mask=None,
+                reward=1.0 if len(out) % 3 else -1.0, method="binary"))
+            result = torch.randint(3, vocab, (int(torch.randint(40, 260, (1,), generator=g)),), generator=g).tolist()
+            prompt = prompt + response + result
+    return out
+
+
+def packing(model: Path, batch: list[SimpleNamespace], steps: int, device: torch.device) -> dict[str, Any]:
+    from trainer.batch import collate
+    from trainer.torch_backend import TorchBackend, TrainConfig
+
+    ways = {}
+    for name, by_length in (("by_length", True), ("in_order", False)):
+        backend = TorchBackend(model, TrainConfig(lr=1e-6, ppo_epochs=2), device=device)
+        backend.pack_by_length = by_length
+        ways[name] = backend
+    lengths = collate(batch, ways["by_length"].pad_id).attention_mask.sum(dim=1)
+    padded = {name: sum(len(m) * int(lengths[m].max()) for m in be._micro(torch.arange(len(batch)), lengths))
+              for name, be in ways.items()}
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    for i in range(steps + 1):  # step 0 of each is a warm-up; the two alternate who goes first
+        for name in (list(ways) if i % 2 else list(ways)[::-1]):
+            _sync(device)
+            t0 = time.perf_counter()
+            ways[name].train_step(batch)
+            _sync(device)
+            if i:
+                times[name].append(time.perf_counter() - t0)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {"samples": len(batch), "tokens": int(lengths.sum()), "padded_tokens": padded,
+            "step_s": {k: round(v, 3) for k, v in med.items()},
+            "speedup": round(med["in_order"] / med["by_length"], 3)}
+
+
 async def _swap(url: str, path: Path, version: str) -> float:
     from openclaw_rl.policy_client import PolicyClient
 
@@ -122,7 +174,7 @@ def update_time(backend: Any, model: Path, workdir: Path, repeats: int) -> dict[
 
 
 def run(model: Path | None = None, batch_size: int = 16, prompt_len: int = 96, response_len: int = 64,
-        steps: int = 6, threads: int | None = None) -> dict[str, Any]:
+        steps: int = 6, threads: int | None = None, agent_samples: int = 64) -> dict[str, Any]:
     from transformers import AutoConfig
 
     from bench.procs import bench_model
@@ -137,6 +189,7 @@ def run(model: Path | None = None, batch_size: int = 16, prompt_len: int = 96, r
         batch = make_batch(vocab, batch_size, prompt_len, response_len)
         out = throughput(path, batch, steps, device)
         backend = out.pop("backend")
+        out["packing"] = packing(path, agent_batch(vocab, agent_samples), max(2, steps // 2), device)
         out.update(update_time(backend, path, workdir, repeats=3))
     return {"bench": "train", "model": described, "device": str(device), "torch_threads": torch.get_num_threads(),
             "batch": {"samples": batch_size, "prompt_tokens": prompt_len, "response_tokens": response_len},

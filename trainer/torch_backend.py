@@ -107,6 +107,8 @@ def default_device() -> torch.device:
 
 
 class TorchBackend:
+    pack_by_length = True  # micro-batches of rows of about one length (``_micro``); False: in the batch's order
+
     def __init__(self, model_path: str | Path, config: TrainConfig | None = None,
                  device: str | torch.device | None = None, base_path: str | Path | None = None,
                  adapter_path: str | Path | None = None) -> None:
@@ -311,15 +313,19 @@ class TorchBackend:
         return torch.where(mb.has_given_adv[:, None], mb.given_adv * mb.mask, adv)  # [b, T]
 
     def _micro(self, rows: torch.Tensor, lengths: torch.Tensor | None = None) -> list[torch.Tensor]:
-        """Micro-batches of ``rows`` (in order): at most ``micro_batch_size`` rows and, given the rows' token
-        ``lengths``, at most ``micro_batch_tokens`` padded tokens (a longer row goes alone)."""
+        """Micro-batches of ``rows``: at most ``micro_batch_size`` rows and, given the rows' token ``lengths``, at most
+        ``micro_batch_tokens`` padded tokens (a longer row goes alone). Given lengths, rows are packed shortest first,
+        so each micro-batch holds rows of about one length and pads little (an agent's step samples range from a
+        first step's prompt to a long episode's last); the gradients summed over micro-batches do not depend on the
+        order."""
         size = self.config.micro_batch_size or len(rows)
         budget = self.config.micro_batch_tokens
         if lengths is None or not budget:
             return list(torch.split(rows, max(size, 1)))
         out: list[list[int]] = []
         width = 0
-        for r in rows.tolist():
+        order = sorted(rows.tolist(), key=lambda r: int(lengths[r])) if self.pack_by_length else rows.tolist()
+        for r in order:
             n = int(lengths[r])
             if out and len(out[-1]) < size and max(width, n) * (len(out[-1]) + 1) <= budget:
                 out[-1].append(r)

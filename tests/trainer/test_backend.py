@@ -170,8 +170,8 @@ def test_long_prompts_micro_batches_and_windows_keep_logprobs_exact(tmp_path: Pa
     rows = [(torch.randint(5, 60, (n,), generator=g).tolist(), torch.randint(5, 60, (r,), generator=g).tolist())
             for n, r in [(700, 6), (20, 4), (35, 9), (260, 5)]]
     samples = [sample(p, r, reward=1.0 if i % 2 else -1.0) for i, (p, r) in enumerate(rows)]
-    assert [len(m) for m in be._micro(torch.arange(4), collate(samples, be.pad_id).attention_mask.sum(dim=1))] == \
-        [1, 2, 1]  # 706 alone, 24 + 44 together, 265 alone (44 * 3 > 300... and 265 * 2 > 300)
+    micro = be._micro(torch.arange(4), collate(samples, be.pad_id).attention_mask.sum(dim=1))
+    assert [m.tolist() for m in micro] == [[1, 2], [3], [0]]  # shortest first: 24 + 44 together, 265 alone, 706 alone
     got = be.logprobs(be.model, collate(samples, be.pad_id))
     for i, (p, r) in enumerate(rows):
         torch.testing.assert_close(got[i, :len(r)], _plain_logprobs(be.model, p, r), atol=2e-5, rtol=0)
