@@ -352,3 +352,29 @@ def test_megatron_backend_refuses_adapter_runs(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="adapter run 'u-alice'"):  # before any torchrun job starts
         MegatronLaunch().train_step(tmp_path / "model", [], ADAPTER, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_packing_by_length_pads_less_and_leaves_the_update_unchanged(random_model_path: Path) -> None:
+    """Agent step samples (prompts growing step by step, rows in episode order) under a small token budget: packing
+    shortest first feeds fewer padded tokens than packing in order, and both make the same update."""
+    from bench.train import agent_batch
+
+    batch = [s for s in agent_batch(60, 12, seed=1) if len(s.prompt_ids) < 900]
+    cfg = TrainConfig(lr=1e-3, ppo_epochs=2, micro_batch_tokens=1500)
+    ways = {}
+    for by_length in (True, False):
+        be = TorchBackend(random_model_path, cfg, device="cpu")
+        be.pack_by_length = by_length
+        ways[by_length] = be
+    lengths = collate(batch, ways[True].pad_id).attention_mask.sum(dim=1)
+    padded = {k: sum(len(m) * int(lengths[m].max()) for m in be._micro(torch.arange(len(batch)), lengths))
+              for k, be in ways.items()}
+    assert padded[True] < padded[False]
+    assert sorted(int(r) for m in ways[True]._micro(torch.arange(len(batch)), lengths) for r in m) == \
+        list(range(len(batch)))  # every row once
+    before = [p.detach().clone() for p in ways[True].model.parameters()]
+    for be in ways.values():
+        be.train_step(batch)
+    for a, b in zip(ways[True].model.parameters(), ways[False].model.parameters()):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    assert max(float((p.detach() - b).abs().max()) for p, b in zip(ways[True].model.parameters(), before)) > 1e-4
