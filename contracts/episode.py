@@ -223,6 +223,9 @@ class RolloutInput:
     sample_seed: int = 0  # != 0: the choice depends on (sample_seed, sample_round) only, so runs compared side by
     #                       side see the same tasks in the same round; 0: on the rollout's own random stream
     sample_round: int = 0  # set by a TrainingWorkflow to its rollout's index
+    # < 0: the paper's A_t = z-score of r_t = o + mean(votes) in its bucket; >= 0: the outcome and the votes
+    # normalised apart, A_t = A(o) + process_weight * A(votes) (rlcore.outcome_process_advantages)
+    process_weight: float = -1.0
 
 
 @dataclass

@@ -10,7 +10,7 @@ trainer, the workflows' activities and the tests can all import it cheaply.
 """
 
 from rlcore.advantages import binary_advantages, combined_advantages, opd_advantages
-from rlcore.general import Trajectory, step_index_advantages, step_reward
+from rlcore.general import Trajectory, outcome_process_advantages, step_index_advantages, step_reward
 from rlcore.judging import (
     HINT_MARKER,
     Emission,
@@ -55,6 +55,7 @@ __all__ = [
     "parse_score",
     "policy_loss",
     "select_hint",
+    "outcome_process_advantages",
     "step_index_advantages",
     "step_reward",
 ]

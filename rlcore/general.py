@@ -23,6 +23,11 @@ Decisions the paper leaves open, fixed here:
 - If every bucket of a task group would be dropped (all its trajectories scored alike at every step), the group keeps
   its last step-index bucket with advantage 0.0, its centred value: no policy-gradient push, but the group's final
   steps still reach the batch, where the KL term and the bookkeeping see them.
+- Combination (``outcome_process_advantages``, an option, not the paper's): the outcome and the votes normalised
+  apart, A_t = A_t(o) + w * A_t(v), each by the rules above (A(o): the outcome-only advantage; A(v): the z-score of
+  the step's mean vote v_t = r_t - o in its bucket). Under the paper's rule a group whose episodes all failed (or all
+  succeeded) trains on its votes at full weight, as strongly as a group whose outcomes differ; with w < 1 the votes
+  weigh less than the outcome everywhere. w = 0 is the outcome-only advantage.
 - Weighting (``weighting="episode"``, the default): each trajectory's advantages are scaled by c / n_i (n_i: its
   steps with a non-zero advantage; c: the mean of n_i over the trajectories that have one), so every trajectory pushes
   with the same total weight, whatever its length, and the mean weight over those samples stays 1. Scaling an
@@ -124,3 +129,25 @@ def _weigh_episodes(adv: list[list[float | None]]) -> None:
             for t, a in enumerate(row):
                 if a is not None:
                     row[t] = a * c / n
+
+
+def outcome_process_advantages(outcomes: Sequence[float], trajectories: Sequence[Trajectory], weight: float,
+                               eps: float = EPS, *, fallback: str = "group",
+                               weighting: str = "episode") -> list[list[float | None]]:
+    """A_t = A_t(o) + weight * A_t(v): the outcome and the step votes (v_t = r_t - o) normalised apart, each with
+    ``step_index_advantages``; ``outcomes[i]`` is trajectory i's o. None where neither part carries signal."""
+    if weight < 0:
+        raise ValueError(f"process weight must be >= 0, got {weight}")
+    if len(outcomes) != len(trajectories):
+        raise ValueError("one outcome per trajectory")
+    outcome = step_index_advantages([Trajectory(t.group, [float(o)] * len(t.rewards))
+                                     for o, t in zip(outcomes, trajectories)], eps, fallback=fallback,
+                                    weighting=weighting)
+    votes = step_index_advantages([Trajectory(t.group, [float(r) - float(o) for r in t.rewards])
+                                   for o, t in zip(outcomes, trajectories)], eps, fallback=fallback,
+                                  weighting=weighting)
+    out: list[list[float | None]] = []
+    for a_o, a_v in zip(outcome, votes):
+        out.append([None if x is None and (y is None or not weight) else (x or 0.0) + weight * (y or 0.0)
+                    for x, y in zip(a_o, a_v)])
+    return out

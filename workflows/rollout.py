@@ -45,16 +45,19 @@ with workflow.unsafe.imports_passed_through():
         episode_workflow_id,
     )
     from contracts.training import SAMPLES_AVAILABLE_SIGNAL, training_workflow_id
-    from rlcore.general import Trajectory, step_index_advantages
+    from rlcore.general import Trajectory, outcome_process_advantages, step_index_advantages
 
 IO_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
                        maximum_attempts=0, non_retryable_error_types=["ValueError", "KeyError", "FileNotFoundError"])
 
 
-def group_samples(results: list[EpisodeResult]) -> dict[str, list[EpisodeSamples]]:
-    """Per task group, each good episode's steps with r_t and A_t (None: the step's bucket carries no signal)."""
+def group_samples(results: list[EpisodeResult], process_weight: float = -1.0) -> dict[str, list[EpisodeSamples]]:
+    """Per task group, each good episode's steps with r_t and A_t (None: the step's bucket carries no signal);
+    ``process_weight`` >= 0 normalises the outcome and the votes apart (``RolloutInput.process_weight``)."""
     good = [r for r in results if not r.error and r.steps]
-    advantages = step_index_advantages([Trajectory(r.group_id, [s.reward for s in r.steps]) for r in good])
+    trajectories = [Trajectory(r.group_id, [s.reward for s in r.steps]) for r in good]
+    advantages = (step_index_advantages(trajectories) if process_weight < 0 else
+                  outcome_process_advantages([r.outcome for r in good], trajectories, process_weight))
     groups: dict[str, list[EpisodeSamples]] = {}
     for r, adv in zip(good, advantages):
         groups.setdefault(r.group_id, []).append(EpisodeSamples(
@@ -121,7 +124,7 @@ class RolloutWorkflow:
             out.outcomes.setdefault(r.task_id, []).append(r.outcome)
         if not inp.write_samples:
             return out
-        for group_id, episodes in group_samples(results).items():
+        for group_id, episodes in group_samples(results, inp.process_weight).items():
             written: GroupSamplesResult = await workflow.execute_activity_method(
                 EpisodeActivities.write_group_samples,
                 GroupSamplesRequest(run=inp.run, group_id=group_id, env=inp.env, reward_mode=cfg.reward,

@@ -101,6 +101,7 @@ class GeneralConfig:
     alarm_margin: float = 1.0  # reward-hacking alarm: held-out success fell by more than this many standard errors
     max_new_tokens: int = 256
     votes: int = 3  # step-judge votes per step (outcome+process)
+    process_weight: float = -1.0  # outcome+process: < 0 the paper's z-score of o + mean(votes); >= 0 A(o) + w A(votes)
     policy: str = "engine"
     scripted_error_rate: float = 0.3
     max_parallel: int = 8  # episodes at once
@@ -125,6 +126,8 @@ class GeneralConfig:
                              "must be >= 1")
         if self.eval_tasks < 0 or self.max_steps < 0:
             raise ValueError("eval_tasks and max_steps must be >= 0")
+        if self.process_weight < 0 and self.process_weight != -1.0:
+            raise ValueError("process_weight is -1 (the paper's rule) or >= 0")
         if self.ppo_epochs < 1 or self.eval_every < 0:
             raise ValueError("ppo_epochs must be >= 1 and eval_every >= 0")
         from activities.judges import STEP_JUDGES
@@ -332,7 +335,8 @@ class GeneralExperiment:
         cfg = self.cfg
         rollout = RolloutInput(env=cfg.env, split="train", n=cfg.episodes_per_task, max_parallel=cfg.max_parallel,
                                episode=self._episode(reward, seed, evaluation=False),
-                               sample_tasks=cfg.tasks_per_rollout, sample_seed=seed + 1)  # same tasks per mode
+                               sample_tasks=cfg.tasks_per_rollout, sample_seed=seed + 1,  # same tasks per mode
+                               process_weight=cfg.process_weight if reward == "outcome+process" else -1.0)
         inp = TrainingInput(run=run, method=reward, batch_size=cfg.batch_size, max_staleness=0,
                             engines=[self.s.engine_url], model_path=str(model), max_steps=cfg.steps, poll_s=0.5,
                             max_poll_s=2.0, trainer_queue=self.s.task_queue_trainer, rollout=rollout,
@@ -491,6 +495,9 @@ def general_command(
                                                      "falls by more than this many standard errors")] = 1.0,
     max_new_tokens: Annotated[int, typer.Option(help="tokens per action")] = 256,
     votes: Annotated[int, typer.Option(help="step-judge votes per step (outcome+process)")] = 3,
+    process_weight: Annotated[float, typer.Option(
+        help="outcome+process advantages: -1 the paper's z-score of o + mean(votes) per step index; w >= 0 the "
+             "outcome's and the votes' normalised apart, A(o) + w * A(votes)")] = -1.0,
     policy: Annotated[str, typer.Option(help="engine (the model acts) or scripted (the env's scripted policy, for "
                                              "fast tests)")] = "engine",
     scripted_error_rate: Annotated[float, typer.Option(help="mistake rate of the scripted policy")] = 0.3,
@@ -514,7 +521,8 @@ def general_command(
                         trainer=_parse_trainer(trainer or []), temperature=temperature,
                         eval_temperature=eval_temperature, step_judge=step_judge, judge_url=judge_url, placebo=placebo,
                         eval_every=eval_every, alarm_margin=alarm_margin, max_new_tokens=max_new_tokens,
-                        votes=votes, policy=policy, scripted_error_rate=scripted_error_rate,
+                        votes=votes, process_weight=process_weight, policy=policy,
+                        scripted_error_rate=scripted_error_rate,
                         max_parallel=max_parallel, preset=preset, model_path=model, out=out, keep_models=keep_models,
                         progress=progress)
     try:

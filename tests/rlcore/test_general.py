@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from rlcore.general import EPS, Trajectory, step_index_advantages, step_reward
+from rlcore.general import EPS, Trajectory, outcome_process_advantages, step_index_advantages, step_reward
 
 
 def test_step_reward_outcome_plus_mean_of_valid_votes() -> None:
@@ -119,3 +119,27 @@ def test_unknown_options_are_refused() -> None:
         step_index_advantages([], fallback="zero")
     with pytest.raises(ValueError):
         step_index_advantages([], weighting="token")
+
+
+def test_outcome_and_votes_normalised_apart() -> None:
+    """A(o) + w * A(v): w = 0 is the outcome-only advantage (an all-fail group trains nothing); w > 0 adds the votes'
+    own z-score, so an all-fail group's steps train on their votes at weight w, and where outcomes differ the
+    outcome's part is the same whatever the votes' spread."""
+    outcomes = [1.0, -1.0, -1.0, -1.0]
+    trajs = [Trajectory("g", [2.0, 2.0]), Trajectory("g", [-1.0, -2.0]),  # o + mean(votes)
+             Trajectory("h", [-2.0, -1.0]), Trajectory("h", [0.0, -1.0])]
+    only_outcome = step_index_advantages([Trajectory(t.group, [o] * len(t.rewards)) for o, t in zip(outcomes, trajs)])
+    assert outcome_process_advantages(outcomes, trajs, 0.0) == only_outcome
+    assert only_outcome[2][0] is None and only_outcome[3][0] is None  # the all-fail group: no outcome signal
+    half, full = (outcome_process_advantages(outcomes, trajs, w) for w in (0.5, 1.0))
+    votes = step_index_advantages([Trajectory(t.group, [r - o for r in t.rewards]) for o, t in zip(outcomes, trajs)])
+    for i in range(4):
+        for t in range(2):
+            assert full[i][t] == pytest.approx((only_outcome[i][t] or 0.0) + (votes[i][t] or 0.0))
+            assert half[i][t] == pytest.approx((only_outcome[i][t] or 0.0) + 0.5 * (votes[i][t] or 0.0))
+    assert half[2][0] == pytest.approx(-half[3][0]) and half[2][0] < 0  # the vote -1 below the vote +1
+    assert abs(half[2][0]) == pytest.approx(abs(full[2][0]) / 2)
+    with pytest.raises(ValueError):
+        outcome_process_advantages(outcomes, trajs, -0.5)
+    with pytest.raises(ValueError):
+        outcome_process_advantages(outcomes[:2], trajs, 0.5)

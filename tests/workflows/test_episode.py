@@ -380,3 +380,26 @@ async def test_a_failed_policy_call_fails_the_episode_and_frees_its_sandbox(temp
 
 if __name__ == "__main__":  # the kill test's env worker process
     asyncio.run(_slow_env_worker())
+
+
+def test_group_samples_normalises_outcome_and_votes_apart_when_asked() -> None:
+    """A rollout's ``process_weight``: -1 keeps the paper's z-score of r_t; w >= 0 gives A(o) + w * A(votes), and the
+    steps of a group whose episodes all failed train on their votes alone, at weight w."""
+    from contracts.episode import EpisodeResult, EpisodeStep
+    from workflows.rollout import group_samples
+
+    def episode(i: int, group: str, outcome: float, votes: list[float]) -> EpisodeResult:
+        steps = [EpisodeStep(index=t, reward=outcome + v, record_ref=f"{i}/{t}") for t, v in enumerate(votes)]
+        return EpisodeResult(episode_id=f"e{i}", group_id=group, outcome=outcome, steps=steps)
+
+    results = [episode(0, "a", 1.0, [1.0, 1.0]), episode(1, "a", -1.0, [-1.0, 1.0]),
+               episode(2, "b", -1.0, [1.0, 0.0]), episode(3, "b", -1.0, [-1.0, 0.0])]
+    paper = group_samples(results)
+    apart = {w: group_samples(results, w) for w in (0.0, 0.5)}
+    assert [e.rewards for e in paper["a"]] == [[2.0, 2.0], [-2.0, 0.0]]
+    assert all(a is None for e in apart[0.0]["b"] for a in e.advantages[:1])  # all failed: no outcome signal
+    b_half = [e.advantages[0] for e in apart[0.5]["b"]]
+    b_paper = [e.advantages[0] for e in paper["b"]]
+    assert b_half[0] > 0 > b_half[1] and b_half[0] == pytest.approx(b_paper[0] / 2)
+    a0 = [e.advantages[0] for e in apart[0.0]["a"]]
+    assert a0[0] == pytest.approx(-a0[1]) and a0[0] > 0
