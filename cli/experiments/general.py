@@ -101,7 +101,7 @@ class GeneralConfig:
     alarm_margin: float = 1.0  # reward-hacking alarm: held-out success fell by more than this many standard errors
     max_new_tokens: int = 256
     votes: int = 3  # step-judge votes per step (outcome+process)
-    process_weight: float = -1.0  # outcome+process: < 0 the paper's z-score of o + mean(votes); >= 0 A(o) + w A(votes)
+    process_weight: float = -1.0  # outcome+process: RolloutInput.process_weight (< 0: the paper's rule)
     policy: str = "engine"
     scripted_error_rate: float = 0.3
     max_parallel: int = 8  # episodes at once
@@ -126,8 +126,6 @@ class GeneralConfig:
                              "must be >= 1")
         if self.eval_tasks < 0 or self.max_steps < 0:
             raise ValueError("eval_tasks and max_steps must be >= 0")
-        if self.process_weight < 0 and self.process_weight != -1.0:
-            raise ValueError("process_weight is -1 (the paper's rule) or >= 0")
         if self.ppo_epochs < 1 or self.eval_every < 0:
             raise ValueError("ppo_epochs must be >= 1 and eval_every >= 0")
         from activities.judges import STEP_JUDGES
@@ -496,7 +494,7 @@ def general_command(
     max_new_tokens: Annotated[int, typer.Option(help="tokens per action")] = 256,
     votes: Annotated[int, typer.Option(help="step-judge votes per step (outcome+process)")] = 3,
     process_weight: Annotated[float, typer.Option(
-        help="outcome+process advantages: -1 the paper's z-score of o + mean(votes) per step index; w >= 0 the "
+        help="outcome+process advantages: < 0 the paper's z-score of o + mean(votes) per step index; w >= 0 the "
              "outcome's and the votes' normalised apart, A(o) + w * A(votes)")] = -1.0,
     policy: Annotated[str, typer.Option(help="engine (the model acts) or scripted (the env's scripted policy, for "
                                              "fast tests)")] = "engine",
