@@ -18,8 +18,9 @@
     ``answer`` is +1 when its numbers come from a tool result, 0 when only from the task, -1 when from nowhere (a
     guess). It never sees the hidden answer (that would make the process reward the outcome). For the terminal env
     (``assess_terminal_content``): a command naming a file or folder that neither the task nor an earlier result
-    mentions is -1 (a misread or made-up name), and so is a submit before any command ran cleanly. Other envs: the
-    ``heuristic`` rule.
+    mentions is -1 (a misread or made-up name), and so is a submit before any command ran cleanly. SWE and GUI:
+    ``activities.content_steps`` (a test run judged by what it shows, an edit of the tests, a submit untested; text
+    typed that the task does not give, an action that leaves the page as it was).
 - `HeuristicJudge`: no LLM. A rule-based stand-in, named as such everywhere it is used: it reads explicit praise,
   complaint, confusion and correction phrases in the next state and writes a judgement in the same `\\boxed{}` /
   `[HINT_START]...[HINT_END]` format an LLM judge would, with the corrective sentences as the hint. A user who is
@@ -36,6 +37,7 @@ from typing import Protocol
 
 import httpx
 
+from activities.content_steps import assess_gui_content, assess_swe_content
 from contracts.episode import StepJudgeRequest
 from contracts.session import JudgeRequest
 from rlcore.messages import message_text
@@ -149,6 +151,9 @@ class HeuristicJudge:
             score, why = assess_toolcall_content(req.task_instruction, req.tool_calls, req.tool_results, req.history)
         elif self.step_rule == "content" and req.env == "terminal":
             score, why = assess_terminal_content(req.task_instruction, req.tool_calls, req.tool_results, req.history)
+        elif self.step_rule == "content" and req.env in ("swe", "gui"):
+            assess = assess_swe_content if req.env == "swe" else assess_gui_content
+            score, why = assess(req.task_instruction, req.tool_calls, req.tool_results, req.history)
         else:
             score, why = assess_step(req.tool_calls, req.tool_results, req.history)
         return f"[heuristic judge] {why} \\boxed{{{score}}}"

@@ -1,13 +1,28 @@
-"""The SWE suite: one task per buggy repo (``envs/swe/repos/``), its id the repo's name, its instruction the bug
-report. A repo's split is its own (about a quarter are held out for eval, every domain in both splits)."""
+"""The SWE suite: the hand-written repos (``envs/swe/repos/``), each its own task (id: the repo's name, split: its
+own, about a quarter held out for eval), and instances of the bug families (``envs.swe.families``).
+
+Each family makes ``INSTANCES`` repos from seeds, task ids ``<family>-<k>``, the same files on every reset; the last
+instance of every family is held out (``split="eval"``), so evaluation asks for a known kind of bug in a package never
+seen, where a hand-written repo can only be remembered. A task's instruction is its bug report and how to run the tests.
+
+``variant(family, key)`` makes an instance from another seed space, for training data that must not be an eval task.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import random
+
 from envs.base import Task, TaskSuite
+from envs.swe.families import FAMILIES, Family
 from envs.swe.repo import SweRepo
 from envs.swe.repos import data, numeric, systems, text
 
+__all__ = ["FAMILIES", "INSTANCES", "REPOS", "SUITE", "instruction", "variant"]
+
 REPOS: list[SweRepo] = [*text.REPOS, *numeric.REPOS, *data.REPOS, *systems.REPOS]
+INSTANCES = 4  # per family; the last one is an eval task
+FAMILY_BY_NAME = {f.name: f for f in FAMILIES}
 
 
 def instruction(repo: SweRepo) -> str:
@@ -15,5 +30,24 @@ def instruction(repo: SweRepo) -> str:
             "Fix the bug in the code (the tests are right), check that the tests pass, then submit.")
 
 
-SUITE = TaskSuite("swe", [Task(task_id=r.name, instruction=instruction(r), split=r.split,  # type: ignore[arg-type]
-                               tags=r.tags, data=r) for r in REPOS])
+def _task(repo: SweRepo) -> Task:
+    return Task(task_id=repo.name, instruction=instruction(repo), split=repo.split,  # type: ignore[arg-type]
+                tags=repo.tags, data=repo)
+
+
+def _instance(fam: Family, seed: str, name: str, split: str) -> Task:
+    repo = dataclasses.replace(fam.make(random.Random(seed)), name=name, tags=(fam.tag, fam.name), split=split)
+    return _task(repo)
+
+
+def _family_tasks() -> list[Task]:
+    return [_instance(fam, f"swe:{fam.name}-{k}", f"{fam.name}-{k}", "eval" if k == INSTANCES - 1 else "train")
+            for fam in FAMILIES for k in range(INSTANCES)]
+
+
+SUITE = TaskSuite("swe", [*(_task(r) for r in REPOS), *_family_tasks()])
+
+
+def variant(family: str, key: int | str) -> Task:
+    """An instance of ``family`` from the seed space that the suite never uses (``swe-variant:``)."""
+    return _instance(FAMILY_BY_NAME[family], f"swe-variant:{family}:{key}", f"{family}~{key}", "train")

@@ -16,7 +16,7 @@ from envs.swe.env import SweConfig, SweEnv
 from envs.swe.grader import Verdict, grade
 from envs.swe.repo import Fix, SweRepo
 from envs.swe.scripted import MISTAKES, scripted_action
-from envs.swe.tasks import SUITE, instruction
+from envs.swe.tasks import FAMILIES, INSTANCES, REPOS, SUITE, instruction, variant
 from tests.loopback import loopback_server
 
 
@@ -44,26 +44,37 @@ def task(name: str) -> Task:
 
 def test_suite_shape():
     assert task_suite("swe") is SUITE
-    assert len(SUITE) >= 20
+    assert len(SUITE) == len(REPOS) + INSTANCES * len(FAMILIES) and len(FAMILIES) >= 10
     train, evals = SUITE.ids("train"), SUITE.ids("eval")
-    assert len(train) >= 16 and len(evals) >= 5 and not set(train) & set(evals)
-    tags = {tag for t in SUITE.tasks() for tag in t.tags}
+    assert not set(train) & set(evals)
+    hand = [SUITE.get(r.name) for r in REPOS]
+    assert len([t for t in hand if t.split == "train"]) >= 16 and len([t for t in hand if t.split == "eval"]) >= 5
+    tags = {tag for t in hand for tag in t.tags}
     assert tags == {"text", "numeric", "data", "systems"}
     for tag in tags:  # every domain is in both splits
         assert any(tag in SUITE.get(i).tags for i in evals) and any(tag in SUITE.get(i).tags for i in train)
     for t in SUITE.tasks():
         repo: SweRepo = t.data
-        assert t.task_id == repo.name and t.instruction == instruction(repo)
+        assert t.task_id == repo.name and t.instruction == instruction(repo) and t.split == repo.split
         assert repo.test_files and repo.test_count >= 3 and "tests/__init__.py" in repo.files
-        assert len([p for p in repo.files if not repo.is_test(p)]) >= 3, repo.name  # a few modules each
+    for t in hand:
+        assert len([p for p in t.data.files if not t.data.is_test(p)]) >= 3, t.task_id  # a few modules each
+    for fam in FAMILIES:  # the last instance of each family is held out; instances differ
+        ids = [f"{fam.name}-{k}" for k in range(INSTANCES)]
+        assert [SUITE.get(i).split for i in ids] == ["train"] * (INSTANCES - 1) + ["eval"]
+        assert all(SUITE.get(i).tags == (fam.tag, fam.name) for i in ids)
+        assert len({SUITE.get(i).instruction for i in ids}) == INSTANCES
+        assert variant(fam.name, 0).instruction not in {SUITE.get(i).instruction for i in ids}
     assert isinstance(make_env("swe"), Env) and make_env("swe").max_steps == 20
     assert scripted_policy("swe") is scripted_action
 
 
 def test_every_repo_fails_unfixed_and_passes_with_its_fix():
+    """The hand-written repos as whole episodes. The family instances are graded fixed and unfixed by the next test,
+    and episodes of them are replayed by the corpus tests: an episode each here would add half a minute."""
     env = SweEnv()
     try:
-        for t in SUITE.tasks():
+        for t in (SUITE.get(r.name) for r in REPOS):
             repo: SweRepo = t.data
             verdict = grade(repo, {p: s.encode() for p, s in repo.files.items()}, env.config.sandbox,
                             env.config.test_timeout_s)
@@ -79,6 +90,19 @@ def test_every_repo_fails_unfixed_and_passes_with_its_fix():
             assert outcome.detail.startswith(f"passed: all {repo.test_count} tests passed")
     finally:
         env.close()
+
+
+def test_every_family_instance_fails_unfixed_and_passes_with_its_fix():
+    config = SweConfig()
+    for fam in FAMILIES:
+        for k in range(INSTANCES):
+            repo: SweRepo = SUITE.get(f"{fam.name}-{k}").data
+            for f in repo.fix:
+                assert repo.files[f.path].count(f.old) == 1, (repo.name, f.old)
+            verdict = grade(repo, {p: s.encode() for p, s in repo.files.items()}, config.sandbox, 30.0)
+            assert not verdict.passed and "did not pass" in verdict.why, (repo.name, verdict.why)
+            fixed = grade(repo, {p: s.encode() for p, s in repo.fixed_files().items()}, config.sandbox, 30.0)
+            assert fixed == Verdict(True, f"all {repo.test_count} tests passed"), (repo.name, fixed.why)
 
 
 def test_reset_step_evaluate(env):
