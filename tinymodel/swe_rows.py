@@ -13,7 +13,8 @@ failed one). Test output comes from the interpreter the sandbox runs (``python3`
 own ``/usr``), from a warm copy of it that forks a child per run (a fresh interpreter per run would cost most of a
 row's time budget) in a scratch folder whose path is then written as ``/workspace``. The child runs what
 ``python3 -m unittest`` runs; the pipe after it (``grep``, ``tail``) is applied here. Only the "Ran N tests in
-X s" timing differs from a live run, as it differs between two live runs.
+X s" timing differs from a live run, as it differs between two live runs: the rows take it from a hash of the files
+(0.000 to 0.002 s), so that the corpus repeats exactly.
 
 Shapes (fractions): tests, read, edit, tests, submit (0.55); straight to the module (0.12); the test file read
 instead of run (0.07); an edit whose old text is not in the file, then the right one (0.09); a file name misread
@@ -99,6 +100,9 @@ for line in sys.stdin:
 '''
 
 
+_TIMING = re.compile(r"^(Ran \d+ tests? in )\d+\.\d+s$", re.MULTILINE)
+
+
 class _Runner:
     """The warm interpreter; one per process (a forked worker of the build starts its own)."""
 
@@ -140,6 +144,9 @@ def test_observation(files: dict[str, str], command: str) -> str:
     from envs.terminal.shell import CommandResult
 
     out, rc = run_tests(files)
+    # the run's own timing would make the corpus, and so the build, differ from run to run: a value from the files
+    seconds = f"0.00{int(hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest(), 16) % 3}s"
+    out = _TIMING.sub(lambda m: f"{m.group(1)}{seconds}", out)
     lines = out.splitlines(keepends=True)
     if command == CHECK:
         out, rc = "".join(lines[-3:]), 0  # a pipe's status is its last command's
