@@ -23,15 +23,17 @@ def _resolve(path: Path | None) -> Path:
 @app.command("build-tiny")
 def build_tiny_command(
     out: Annotated[Optional[Path], typer.Option(help="output folder (default: model_path)")] = None,
-    preset: Annotated[str, typer.Option(help="default | test")] = "default",
+    preset: Annotated[str, typer.Option(help="default | agents | test")] = "default",
     force: Annotated[bool, typer.Option("--force", help="rebuild even if a matching build exists")] = False,
+    stage1: Annotated[Optional[Path], typer.Option(
+        help="a finished build of the preset's first stage: train only the second stage on top of it")] = None,
 ) -> None:
     """Build the tiny Qwen3 model from scratch (seeded, CPU); a matching earlier build is reused at once."""
     from tinymodel.build import provide_tiny, read_stamp
 
     started = time.monotonic()
     try:
-        path, how = provide_tiny(out, preset, force=force)
+        path, how = provide_tiny(out, preset, force=force, stage1=stage1)
     except (ValueError, FileExistsError) as exc:
         raise typer.BadParameter(str(exc)) from exc
     stamp = read_stamp(path) or {}

@@ -14,6 +14,9 @@ Mixture (fractions of conversations, see ``MIX``):
   and answered with its answer tool, exactly as the general track's episodes show it;
 - terminal env episodes (``terminal``, ``tinymodel.terminal_rows``): a task of the terminal suite's families (another
   instance than any eval task) solved with shell commands and submitted, as the episodes show it;
+- in the build's second stage only (``MIX_THEN``): GUI env episodes (``gui``, ``tinymodel.gui_rows``: recorded
+  episodes of the train pages at seeds the suite never uses) and SWE env episodes (``swe``, ``tinymodel.swe_rows``: an
+  instance of the SWE suite's bug families, tests run, module read, fixed with an edit, tests run again, submitted);
 - agent-shaped conversations (``agent``): any of the above behind an OpenClaw-shaped system prompt with the agent's
   tool list, the last user message followed by the agent's internal-context message (``envs.personal.agent_prompt``);
   ``long_agent_conversations`` gives some with prompts of thousands of tokens, longer than the model's attention
@@ -42,6 +45,10 @@ Conversation = dict[str, Any]  # {"messages": [...], "tools": [...] | None}
 MIX = {"student": 0.32, "student_hint": 0.14, "student_multi": 0.06, "teacher": 0.11, "teacher_hint": 0.11,
        "teacher_multi": 0.04, "tool": 0.04, "chat": 0.03, "agent": 0.15, "toolcall": 0.06,
        "terminal": 0.25}
+# The second stage of the build (``BuildConfig.then_steps``): the first stage's mixture in 0.6 of the conversations,
+# GUI episodes in 0.12 and SWE episodes in 0.28. The first stage never draws these kinds, so its conversations are
+# what they were before the stage existed.
+MIX_THEN = {**{k: round(0.6 * w / sum(MIX.values()), 4) for k, w in MIX.items()}, "gui": 0.12, "swe": 0.28}
 AGENT_INNER = ["student", "student_hint", "teacher", "teacher_hint", "student_multi", "chat", "tool"]
 SYSTEM_PROMPTS = ["You are a helpful assistant.", "You are OpenClaw, a personal assistant.",
                   "You are a helpful assistant. Answer the user's questions.", "You help with homework and grading."]
@@ -214,6 +221,14 @@ def _one(kind: str, rng: random.Random, problems: Iterator[Problem], default_ai:
         return toolcall_episode(rng)
     if kind == "terminal":
         return terminal_episode(rng)
+    if kind == "gui":
+        from tinymodel.gui_rows import gui_episode
+
+        return gui_episode(rng)
+    if kind == "swe":
+        from tinymodel.swe_rows import swe_episode
+
+        return swe_episode(rng)
     if kind == "chat":
         return _chat(rng)
     p = next(problems)
@@ -251,10 +266,12 @@ def agent(inner: Conversation, rng: random.Random, prompt_chars: int, max_tools:
 
 
 def conversations(n: int, seed: int, default_ai: float = 0.87, default_terse: float = 0.85,
-                  answer_first: float = 0.2) -> list[Conversation]:
-    """``n`` conversations drawn from ``MIX``, reproducible from ``seed``, on train-split problems only."""
+                  answer_first: float = 0.2, mix: dict[str, float] | None = None) -> list[Conversation]:
+    """``n`` conversations drawn from ``mix`` (default ``MIX``), reproducible from ``seed``, on train-split problems
+    only."""
+    mix = MIX if mix is None else mix
     rng, problems = random.Random(seed), iter_problems("train", seed)
-    kinds, weights = list(MIX), list(MIX.values())
+    kinds, weights = list(mix), list(mix.values())
     out: list[Conversation] = []
     for kind in rng.choices(kinds, weights, k=n):
         if kind == "agent":

@@ -500,7 +500,8 @@ def general_command(
                                              "fast tests)")] = "engine",
     scripted_error_rate: Annotated[float, typer.Option(help="mistake rate of the scripted policy")] = 0.3,
     max_parallel: Annotated[int, typer.Option(help="episodes running at once")] = 8,
-    preset: Annotated[str, typer.Option(help="tiny model preset (default, test)")] = "default",
+    preset: Annotated[str, typer.Option(help="tiny model preset (default, agents: acts in all four envs, "
+                                              "test)")] = "default",
     model: Annotated[str, typer.Option(help="base model folder instead of the tiny model")] = "",
     out: Annotated[str, typer.Option(help="local folder for model copies, plot and summary")] = "",
     keep_models: Annotated[bool, typer.Option(help="keep each run's model copy")] = False,

@@ -215,7 +215,8 @@ def offline_command(
     trainer: Annotated[list[str] | None, typer.Option(help="another trainer hyper-parameter as KEY=VALUE, "
                                                            "repeatable (as in `experiment personal`)")] = None,
     temperature: Annotated[float, typer.Option(help="sampling temperature")] = 0.7,
-    preset: Annotated[str, typer.Option(help="tiny model preset (default, test)")] = "default",
+    preset: Annotated[str, typer.Option(help="tiny model preset (default, agents: acts in all four envs, "
+                                              "test)")] = "default",
     model: Annotated[str, typer.Option(help="base model folder instead of the tiny model")] = "",
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON (alone on stdout)")] = False,
     progress: Annotated[bool, typer.Option(help="a line per seed on stderr")] = True,

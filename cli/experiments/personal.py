@@ -628,7 +628,8 @@ def personal_command(
     pace: Annotated[bool, typer.Option(help="the simulated user waits while a full batch waits to be trained, as a "
                                             "person is slower than a train step (--no-pace: samples may go stale)")]
     = True,
-    preset: Annotated[str, typer.Option(help="tiny model preset (default, test)")] = "default",
+    preset: Annotated[str, typer.Option(help="tiny model preset (default, agents: acts in all four envs, "
+                                              "test)")] = "default",
     model: Annotated[str, typer.Option(help="base model folder instead of the tiny model")] = "",
     out: Annotated[str, typer.Option(help="local folder for model copies, plot and summary")] = "",
     keep_models: Annotated[bool, typer.Option(help="keep each run's model copy")] = False,

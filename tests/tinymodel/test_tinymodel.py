@@ -169,11 +169,45 @@ def test_a_matching_shipped_build_is_copied_and_a_stale_one_ignored(tiny_model_p
     assert not (tmp_path / "stale").exists() and not list(tmp_path.glob(".stale.tmp-*"))
 
 
-def test_the_shipped_default_build_matches_the_sources() -> None:
+def test_the_shipped_builds_match_the_sources() -> None:
     """A change to the corpus or the recipe needs a new shipped build (`build-tiny --force`, then copy it into
-    tinymodel/weights/default/), or every fresh machine trains the default model for about an hour."""
+    tinymodel/weights/<preset>/), or every fresh machine trains the model for an hour or two."""
     from tinymodel.build import PRESETS, SHIPPED, config_hash, is_built, read_stamp
 
-    stamp = read_stamp(SHIPPED / "default") or {}
-    assert is_built(SHIPPED / "default", "default"), (stamp.get("config_hash"), config_hash(PRESETS["default"]))
-    assert stamp["preset"] == "default" and stamp["params"] > 0
+    for preset in ("default", "agents"):
+        stamp = read_stamp(SHIPPED / preset) or {}
+        assert is_built(SHIPPED / preset, preset), (preset, stamp.get("config_hash"), config_hash(PRESETS[preset]))
+        assert stamp["preset"] == preset and stamp["params"] > 0
+    # the agents build carries the default's first stage on: its stamp records that stage's build
+    agents = read_stamp(SHIPPED / "agents") or {}
+    assert agents["stage1"]["config"] == {k: v for k, v in agents["config"].items() if not k.startswith("then_")}
+    assert agents["then_conversations"] == PRESETS["agents"].then_steps * PRESETS["agents"].batch_size
+
+
+def test_a_second_stage_carries_on_from_a_finished_first_stage(tiny_model_path: Path, tmp_path: Path,  # noqa: F811
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+    import hashlib
+
+    from tinymodel import build
+
+    two = dataclasses.replace(build.PRESETS["test"], then_steps=3, then_warmup=2)
+    monkeypatch.setitem(build.PRESETS, "test-two", two)
+    out, how = build.provide_tiny(tmp_path / "two", "test-two", progress=False, stage1=tiny_model_path)
+    assert how == f"carried on from {tiny_model_path}"
+    stamp = build.read_stamp(out) or {}
+    assert stamp["stage1"] == build.read_stamp(tiny_model_path) and stamp["then_conversations"] == 3 * two.batch_size
+    assert stamp["config_hash"] == build.config_hash(two) and build.is_built(out, "test-two")
+
+    def digest(p: Path, name: str) -> str:
+        return hashlib.sha256((p / name).read_bytes()).hexdigest()
+
+    assert digest(out, "tokenizer.json") == digest(tiny_model_path, "tokenizer.json")  # the tokenizer is kept
+    assert digest(out, "model.safetensors") != digest(tiny_model_path, "model.safetensors")  # and the weights trained
+
+    monkeypatch.setitem(build.PRESETS, "test-other", dataclasses.replace(two, seed=two.seed + 1))
+    with pytest.raises(ValueError, match=r"not this preset's first stage \(differing: seed\)"):
+        build.provide_tiny(tmp_path / "other", "test-other", progress=False, stage1=tiny_model_path)
+    with pytest.raises(ValueError, match="no second stage"):
+        build.provide_tiny(tmp_path / "one", "test", progress=False, stage1=tiny_model_path)
+    assert not (tmp_path / "other").exists() and not (tmp_path / "one").exists()
