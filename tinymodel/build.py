@@ -52,7 +52,7 @@ STAMP = "build_stamp.json"
 # finished builds that ship with the project (``OPENCLAW_TINY_SHIPPED`` names another folder; an empty one: none)
 SHIPPED = Path(os.environ.get("OPENCLAW_TINY_SHIPPED") or Path(__file__).resolve().parent / "weights")
 _SOURCES = ["envs/personal/problems.py", "envs/personal/styles.py", "envs/personal/agent_prompt.py", "tinymodel/corpus.py",
-            "tinymodel/toolcall_rows.py", "tinymodel/terminal_rows.py",
+            "tinymodel/rows.py", "tinymodel/toolcall_rows.py", "tinymodel/terminal_rows.py",
             "tinymodel/tokenizer.py", "tinymodel/chat_template.py", "tinymodel/build.py"]
 _THEN_SOURCES = ["tinymodel/gui_rows.py", "tinymodel/swe_rows.py"]  # what only the second stage reads
 _ROOT = Path(__file__).resolve().parent.parent

@@ -32,6 +32,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from tinymodel.rows import episode_messages
+
 EPISODES = Path(__file__).with_name("gui_episodes.json")
 FIRST_SEED = 1000  # the suite's train pages use seeds 1..8 (envs.gui.tasks.TRAIN_SEEDS)
 PER_PAGE = 50
@@ -160,10 +162,7 @@ def messages(ep: dict[str, Any]) -> list[dict[str, str]]:
     """A recorded episode as chat messages; the observation after the last action (the task has ended) is left out."""
     from envs.gui.env import SYSTEM_PROMPT
 
-    msgs = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": ep["first"]}]
-    for action, observation in ep["turns"]:
-        msgs += [{"role": "assistant", "content": action}, {"role": "tool", "content": observation}]
-    return msgs[:-1]
+    return episode_messages(SYSTEM_PROMPT, ep["first"], [tuple(t) for t in ep["turns"]])
 
 
 def gui_episode(rng: random.Random) -> dict[str, Any]:

@@ -35,6 +35,8 @@ import subprocess
 from functools import lru_cache
 from typing import Any
 
+from tinymodel.rows import episode_messages
+
 SHAPES = {"clean": 0.55, "skip_run": 0.12, "read_tests": 0.07, "bad_edit": 0.09, "wrong_path": 0.08,
           "invalid": 0.09}
 NOT_A_CALL = ["Let me run the tests first.", "I'll look at the failing test.", "Sure, I will fix it.",
@@ -245,12 +247,7 @@ def swe_episode(rng: random.Random) -> dict[str, Any]:
     files[fix.path] = fixed
     bash(CHECK, test_observation(files, CHECK))
     turns.append((format_action("submit"), "Submitted."))
-    msgs = [{"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": first_observation(task.instruction, repo.files)}]
-    for i, (text, observation) in enumerate(turns):
-        msgs.append({"role": "assistant", "content": text})
-        if i < len(turns) - 1:  # the episode ends with submit: nothing follows it
-            msgs.append({"role": "tool", "content": observation})
+    msgs = episode_messages(SYSTEM_PROMPT, first_observation(task.instruction, repo.files), turns)
     return {"messages": msgs, "tools": None, "task": task.task_id}
 
 

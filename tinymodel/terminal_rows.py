@@ -27,6 +27,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from tinymodel.rows import episode_messages
+
 SHAPES = {"clean": 0.6, "look": 0.15, "verify": 0.1, "error": 0.08, "invalid": 0.07}
 NOT_A_CALL = ["Let me look at the files first.", "I'll do that with a shell command.", "Sure, one moment.",
               "First I need to see what is in the folder."]
@@ -129,12 +131,7 @@ def terminal_episode(rng: random.Random) -> dict[str, Any]:
             except ValueError:  # its first lines are past the env's output cap: no look at it
                 pass
     turns.append((format_action(None), "Submitted."))
-    msgs = [{"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": first_observation(task.instruction, data.files)}]
-    for i, (text, observation) in enumerate(turns):
-        msgs.append({"role": "assistant", "content": text})
-        if i < len(turns) - 1:  # the episode ends with submit: nothing follows it
-            msgs.append({"role": "tool", "content": observation})
+    msgs = episode_messages(SYSTEM_PROMPT, first_observation(task.instruction, data.files), turns)
     return {"messages": msgs, "tools": None, "task": task.task_id}
 
 

@@ -19,6 +19,8 @@ import traceback
 from functools import lru_cache
 from typing import Any
 
+from tinymodel.rows import episode_messages
+
 SHAPES = {"clean": 0.75, "error": 0.12, "invalid": 0.08, "direct": 0.05}
 FAMILIES = ("basic_arithmetic", "chain_sum", "products", "decimal_chain_sum", "gcd", "lcm")
 PER_FAMILY = 1500
@@ -113,9 +115,4 @@ def toolcall_episode(rng: random.Random) -> dict[str, Any]:
         turns.append((python_call(code), observation))
         answer = observation.split("\n")[0]
     turns.append((answer_call(answer), ANSWER_RECORDED))
-    msgs = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": entry["question"]}]
-    for i, (text, observation) in enumerate(turns):
-        msgs.append({"role": "assistant", "content": text})
-        if i < len(turns) - 1:  # the episode ends with the answer: nothing follows it
-            msgs.append({"role": "tool", "content": observation})
-    return {"messages": msgs, "tools": None}
+    return {"messages": episode_messages(SYSTEM_PROMPT, entry["question"], turns), "tools": None}
