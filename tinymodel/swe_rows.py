@@ -32,10 +32,9 @@ import random
 import re
 import shutil
 import subprocess
-from functools import lru_cache
 from typing import Any
 
-from tinymodel.rows import episode_messages
+from tinymodel.rows import episode_messages, fresh_variant
 
 SHAPES = {"clean": 0.55, "skip_run": 0.12, "read_tests": 0.07, "bad_edit": 0.09, "wrong_path": 0.08,
           "invalid": 0.09}
@@ -206,13 +205,9 @@ def swe_episode(rng: random.Random) -> dict[str, Any]:
     system prompt, as the env gives it; ``task`` names the instance (``<family>~<key>``, see ``variant``)."""
     from envs.swe.actions import format_action, parse_action
     from envs.swe.env import SYSTEM_PROMPT
-    from envs.swe.tasks import FAMILIES, variant
+    from envs.swe.tasks import FAMILIES, SUITE, variant
 
-    held_out = _held_out()
-    while True:
-        task = variant(rng.choice(FAMILIES).name, rng.randrange(1 << 30))
-        if task.instruction not in held_out:
-            break
+    task = fresh_variant(rng, SUITE, FAMILIES, variant)
     repo = task.data
     fix = repo.fix[0]
     files = dict(repo.files)
@@ -249,13 +244,6 @@ def swe_episode(rng: random.Random) -> dict[str, Any]:
     turns.append((format_action("submit"), "Submitted."))
     msgs = episode_messages(SYSTEM_PROMPT, first_observation(task.instruction, repo.files), turns)
     return {"messages": msgs, "tools": None, "task": task.task_id}
-
-
-@lru_cache(maxsize=1)
-def _held_out() -> frozenset[str]:
-    from envs.swe.tasks import SUITE
-
-    return frozenset(t.instruction for t in SUITE.tasks("eval"))
 
 
 def fingerprint() -> str:

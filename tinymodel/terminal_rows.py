@@ -23,11 +23,10 @@ import random
 import re
 import subprocess
 import tempfile
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from tinymodel.rows import episode_messages
+from tinymodel.rows import episode_messages, fresh_variant
 
 SHAPES = {"clean": 0.6, "look": 0.15, "verify": 0.1, "error": 0.08, "invalid": 0.07}
 NOT_A_CALL = ["Let me look at the files first.", "I'll do that with a shell command.", "Sure, one moment.",
@@ -96,13 +95,9 @@ def terminal_episode(rng: random.Random) -> dict[str, Any]:
     system prompt, as the env gives it; ``task`` names the instance (``<family>~<key>``, see ``variant``)."""
     from envs.terminal.actions import format_action, parse_action
     from envs.terminal.env import SYSTEM_PROMPT
-    from envs.terminal.tasks import FAMILIES, variant
+    from envs.terminal.tasks import FAMILIES, SUITE, variant
 
-    held_out = _held_out()
-    while True:
-        task = variant(rng.choice(FAMILIES).name, rng.randrange(1 << 30))
-        if task.instruction not in held_out:
-            break
+    task = fresh_variant(rng, SUITE, FAMILIES, variant)
     data = task.data
     shape = rng.choices(list(SHAPES), list(SHAPES.values()))[0]
     if shape == "verify" and (any(c.startswith("cd ") for c in data.solution)
@@ -133,13 +128,6 @@ def terminal_episode(rng: random.Random) -> dict[str, Any]:
     turns.append((format_action(None), "Submitted."))
     msgs = episode_messages(SYSTEM_PROMPT, first_observation(task.instruction, data.files), turns)
     return {"messages": msgs, "tools": None, "task": task.task_id}
-
-
-@lru_cache(maxsize=1)
-def _held_out() -> frozenset[str]:
-    from envs.terminal.tasks import SUITE
-
-    return frozenset(t.instruction for t in SUITE.tasks("eval"))
 
 
 def fingerprint() -> str:
