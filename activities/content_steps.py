@@ -17,33 +17,32 @@ Malformed actions, timeouts and exact repeats are -1 as in ``assess_step``.
 
 from __future__ import annotations
 
-import json
 import re
+
+from activities.judges import (
+    _CALL,
+    _call_parts,
+    _earlier_actions,
+    _earlier_results,
+    assess_step,
+    repeated_step,
+)
 
 # a unittest run's closing lines: "OK" (maybe with skips) or "FAILED (failures=1, errors=2)"
 _UNITTEST_OK = re.compile(r"^Ran \d+ tests? in [\d.]+s\n\nOK\b", re.MULTILINE)
 _UNITTEST_FAILED = re.compile(r"^FAILED \(", re.MULTILINE)
-_STEP = re.compile(r"(?:^|\n\n)Step (\d+):\n")
 _QUOTED = re.compile(r'"([^"]+)"')
-_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 _EDITS = ("edit", "write_file")
 
 
 def _call(tool_calls: str) -> tuple[object, dict]:
-    try:
-        call = json.loads(tool_calls)
-    except ValueError:
-        return None, {}
-    if not isinstance(call, dict):
-        return None, {}
-    args = call.get("arguments")
-    return call.get("name"), args if isinstance(args, dict) else {}
+    name, args = _call_parts(tool_calls)
+    return name, args if isinstance(args, dict) else {}
 
 
 def _steps(history: str) -> list[tuple[str, str]]:
     """(action, observation) of each earlier step (``judge_request``'s "Step i:" blocks)."""
-    parts = _STEP.split(history)
-    return [(a, o) for a, _, o in (block.partition("\n-> ") for block in parts[2::2])]
+    return list(zip(_earlier_actions(history), _earlier_results(history)))
 
 
 def _name(action: str) -> object:
@@ -60,8 +59,6 @@ def _test_run(result: str) -> str:
 
 
 def assess_swe_content(task: str, tool_calls: str, tool_results: str, history: str = "") -> tuple[int, str]:
-    from activities.judges import assess_step, repeated_step
-
     name, args = _call(tool_calls)
     run = _test_run(tool_results) if name == "bash" else ""
     score, why = assess_step(tool_calls, tool_results, history)
@@ -104,8 +101,6 @@ def _page(observation: str) -> str:
 
 
 def assess_gui_content(task: str, tool_calls: str, tool_results: str, history: str = "") -> tuple[int, str]:
-    from activities.judges import assess_step
-
     score, why = assess_step(tool_calls, tool_results, history)
     if score == -1:
         return score, why

@@ -37,7 +37,6 @@ from typing import Protocol
 
 import httpx
 
-from activities.content_steps import assess_gui_content, assess_swe_content
 from contracts.episode import StepJudgeRequest
 from contracts.session import JudgeRequest
 from rlcore.messages import message_text
@@ -152,6 +151,8 @@ class HeuristicJudge:
         elif self.step_rule == "content" and req.env == "terminal":
             score, why = assess_terminal_content(req.task_instruction, req.tool_calls, req.tool_results, req.history)
         elif self.step_rule == "content" and req.env in ("swe", "gui"):
+            from activities.content_steps import assess_gui_content, assess_swe_content  # it reads this module's rules
+
             assess = assess_swe_content if req.env == "swe" else assess_gui_content
             score, why = assess(req.task_instruction, req.tool_calls, req.tool_results, req.history)
         else:
