@@ -86,7 +86,7 @@ class _Live:
     env: Env
     placebo: object = None  # set: the outcome reward is ``placebo_reward`` (a study control)
     applied: int = 0  # steps applied
-    last: EnvStepResult | None = None
+    done: list[tuple[str, EnvStepResult]] = field(default_factory=list)  # (action, result) of each applied step
     touched: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -157,16 +157,26 @@ class EnvActivities:
 
     @activity.defn(name="env_step")
     def env_step(self, req: EnvStepRequest) -> EnvStepResult:
+        """Applies step ``step_index``. A step that already ran with the same action gets its recorded result and is
+        never run twice: a retry, or a local activity run again when the workflow task that held its result was lost
+        (a busy worker's task times out and the history is replayed from the last recorded step). The same index
+        with another action, or an index ahead of the env, means the env no longer matches the history:
+        ``StepOrderError``, and the workflow restarts the episode on a fresh env."""
         live = self._get(req.episode_id, req.attempt)
         with live.lock:
-            if req.step_index == live.applied - 1 and live.last is not None:
-                return live.last  # a retry of a step that already ran
+            if req.step_index < live.applied:
+                action, result = live.done[req.step_index]
+                if action == req.action:
+                    return result
+                raise StepOrderError(f"step {req.step_index} of {req.episode_id} came again with another action "
+                                     f"after {live.applied} steps")
             if req.step_index != live.applied:
                 raise StepOrderError(f"step {req.step_index} of {req.episode_id} arrived after {live.applied} steps")
             r = live.env.step(req.action)
-            live.last = EnvStepResult(observation=r.observation, done=r.done, info=r.info)
+            result = EnvStepResult(observation=r.observation, done=r.done, info=r.info)
+            live.done.append((req.action, result))
             live.applied += 1
-            return live.last
+            return result
 
     @activity.defn(name="env_evaluate")
     def env_evaluate(self, req: EnvEpisodeRef) -> EnvOutcome:

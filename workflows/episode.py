@@ -18,7 +18,9 @@ Two ways to run, chosen by the task queue the episode was started on:
   10 s by default) and another env worker replays the history; the first env call it makes finds no env
   (``EpisodeNotFoundError``) and the episode restarts from scratch. If the worker died before any of the episode's
   progress was recorded (one workflow task, heartbeated every 80% of the task timeout), the replay simply runs it
-  again from the start.
+  again from the start. If the same worker is only slow, its task times out and the replay may run again steps
+  whose results the lost task held: the env hands back a step it already ran with the same action, and a step that
+  comes with another action (or ahead of the env) is a ``StepOrderError``, which also restarts the episode.
 - anywhere else (the orchestrator queue, as before): regular activities, the policy and votes on their queues, env
   calls on the worker-specific queue that ``env_reset`` returns; an env call not picked up within
   ``env_lost_after_s`` means the worker is gone and the episode restarts from scratch.
@@ -78,10 +80,15 @@ VOTE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval
                          maximum_attempts=3)
 _TOOL_CALL = re.compile(r"<tool_call>.*?(</tool_call>|$)", re.DOTALL)
 LOCAL_PATCH = "episode-local-activities"  # episodes on the env queue call everything as local activities
+STEP_ORDER_PATCH = "step-order-restarts"  # an env that no longer matches the history restarts the episode
 
 
 class EnvLost(Exception):
     """The worker holding the episode's env is gone."""
+
+
+class EnvDiverged(EnvLost):
+    """The episode's env is there but no longer matches the history (``StepOrderError``): it is closed first."""
 
 
 # how an activity fails for good: a local activity's own error arrives unwrapped, its timeout as an ActivityError
@@ -89,10 +96,16 @@ CALL_FAILED = (ActivityError, ApplicationError)
 
 
 def _lost(err: ActivityError | ApplicationError) -> bool:
+    """Whether the env is gone, or no longer matches the history: the episode restarts on a fresh env."""
     cause = err.cause if isinstance(err, ActivityError) else err
     if isinstance(cause, ActivityTimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START:
         return True
-    return isinstance(cause, ApplicationError) and cause.type == "EpisodeNotFoundError"
+    if not isinstance(cause, ApplicationError):
+        return False
+    if cause.type == "EpisodeNotFoundError":
+        return True
+    # before the patch such an episode failed; its recorded histories replay as they ran
+    return cause.type == "StepOrderError" and workflow.patched(STEP_ORDER_PATCH)
 
 
 def _runs_local(cfg: EpisodeConfig) -> bool:
@@ -172,7 +185,9 @@ class EpisodeWorkflow:
             return await self._call(act, arg, queue, timeout, ENV_RETRY, cfg.env_lost_after_s)
         except CALL_FAILED as err:
             if _lost(err):
-                raise EnvLost(str(err.cause or err)) from err
+                cause = err.cause if isinstance(err, ActivityError) else err
+                kind = EnvDiverged if getattr(cause, "type", "") == "StepOrderError" else EnvLost
+                raise kind(str(err.cause or err)) from err
             raise
 
     async def _attempt(self, inp: EpisodeInput, attempt: int) -> EpisodeResult:
@@ -218,9 +233,11 @@ class EpisodeWorkflow:
                     break
             self.progress.phase = "evaluate"
             outcome: EnvOutcome = await self._env(queue, EnvActivities.env_evaluate, ref, cfg)
-        except EnvLost:
+        except EnvLost as lost:
             for task in votes:
                 task.cancel()
+            if isinstance(lost, EnvDiverged):
+                await self._close(queue, ref, cfg)
             raise
         except BaseException:  # a policy or env call failed for good, or the workflow was cancelled: free the sandbox
             await self._close(queue, ref, cfg)

@@ -23,7 +23,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -33,10 +33,13 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer, Worker
 
-from activities.episode import EnvActivities, EpisodeActivities, render_ids
+from activities.episode import EnvActivities, EpisodeActivities, StepOrderError, render_ids
 from activities.judges import HeuristicJudge
 from activities.training import StoreCache
 from contracts.episode import (
+    EnvResetRequest,
+    EnvStepRequest,
+    EnvStepResult,
     EpisodeConfig,
     EpisodeInput,
     EpisodeProgress,
@@ -349,6 +352,68 @@ async def test_env_worker_killed_mid_episode_restarts_the_episode(temporal_env, 
     # the killed worker's sandbox died with it: no process of any sandbox uid is left
     leftovers = [p for uid in range(200_000, 200_000 + 4096) for p in processes_of_uid(uid)]
     assert leftovers == []
+
+
+class StaleEnvActivities(EnvActivities):
+    """Before the workflow's own step 1 of the first attempt, runs step 1 with another action: the env a replay finds
+    when a slow worker's workflow task timed out after its local activities ran a step that the replay samples
+    again differently."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.stale_steps = 0
+
+    @activity.defn(name="env_step")
+    def env_step(self, req: EnvStepRequest) -> EnvStepResult:
+        if req.attempt == 0 and req.step_index == 1 and not self.stale_steps:
+            self.stale_steps += 1
+            super().env_step(replace(req, action="<tool_call>{\"name\": \"bash\", \"arguments\": "
+                                                 "{\"command\": \"touch stale.txt\"}}</tool_call>"))
+        return super().env_step(req)
+
+
+def test_a_step_run_again_gets_its_recorded_result_and_another_action_is_refused(tmp_path) -> None:
+    """What a replay after a lost workflow task sends the env: the same step with the same action is answered from
+    the record without running again; with another action, or ahead of the env, it is refused."""
+    acts = EnvActivities("env-q")
+    acts.env_reset(EnvResetRequest(episode_id="e", env="terminal", task_id="create_file-0"))
+    call = '<tool_call>{"name": "bash", "arguments": {"command": "echo %s >> log.txt; cat log.txt"}}</tool_call>'
+    try:
+        first = [acts.env_step(EnvStepRequest(episode_id="e", step_index=i, action=call % i)) for i in range(3)]
+        assert first[2].observation.startswith("0\n1\n2\n[exit status 0]")
+        again = acts.env_step(EnvStepRequest(episode_id="e", step_index=1, action=call % 1))
+        assert again == first[1]
+        with pytest.raises(StepOrderError, match="another action"):
+            acts.env_step(EnvStepRequest(episode_id="e", step_index=1, action=call % 7))
+        with pytest.raises(StepOrderError, match="arrived after 3 steps"):
+            acts.env_step(EnvStepRequest(episode_id="e", step_index=4, action=call % 4))
+        # nothing ran twice: the next step sees each line once
+        last = acts.env_step(EnvStepRequest(episode_id="e", step_index=3, action=call % 3))
+        assert last.observation.startswith("0\n1\n2\n3\n[exit status 0]")
+    finally:
+        acts.close_all()
+
+
+async def test_an_env_that_no_longer_matches_the_history_restarts_the_episode(temporal_env, local_engine, tokenizer,
+                                                                              store_url, tmp_path):
+    client: Client = temporal_env.client
+    q = Queues()
+    cfg = config(q, store_url, votes=1)
+    async with PolicyClient(local_engine) as policy, AsyncExitStack() as stack:
+        pool = stack.enter_context(ThreadPoolExecutor(max_workers=8))
+        acts = EpisodeActivities(HeuristicJudge(), policy, StoreCache(store_url, tmp_path / "cache"), tokenizer)
+        env_acts = StaleEnvActivities(f"{q.env}/{uuid.uuid4().hex[:6]}")
+        for w in [env_queue_worker(client, q.env, env_acts, acts, pool),
+                  Worker(client, task_queue=env_acts.worker_queue, activities=env_activities(env_acts)[2:],
+                         activity_executor=pool)]:
+            await stack.enter_async_context(w)
+        wid = f"episode/s-{uuid.uuid4().hex[:6]}"
+        result: EpisodeResult = await client.execute_workflow(
+            EpisodeWorkflow.run, EpisodeInput(task_id="fib_script-1", config=cfg), id=wid, task_queue=q.env)
+        assert env_acts.live_episodes() == 0  # the stale env was closed, not left to the idle reaper
+    assert env_acts.stale_steps == 1
+    assert result.restarts == 1 and result.success and not result.error
+    assert all("/attempt=1/" in s.record_ref for s in result.steps)
 
 
 @pytest.mark.parametrize("where", ["env", "orch"])
