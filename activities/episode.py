@@ -85,7 +85,6 @@ def placebo_reward(seed: object, episode_id: str, attempt: int) -> float:
 class _Live:
     env: Env
     placebo: object = None  # set: the outcome reward is ``placebo_reward`` (a study control)
-    applied: int = 0  # steps applied
     done: list[tuple[str, EnvStepResult]] = field(default_factory=list)  # (action, result) of each applied step
     touched: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -164,18 +163,18 @@ class EnvActivities:
         ``StepOrderError``, and the workflow restarts the episode on a fresh env."""
         live = self._get(req.episode_id, req.attempt)
         with live.lock:
-            if req.step_index < live.applied:
+            applied = len(live.done)
+            if req.step_index < applied:
                 action, result = live.done[req.step_index]
                 if action == req.action:
                     return result
                 raise StepOrderError(f"step {req.step_index} of {req.episode_id} came again with another action "
-                                     f"after {live.applied} steps")
-            if req.step_index != live.applied:
-                raise StepOrderError(f"step {req.step_index} of {req.episode_id} arrived after {live.applied} steps")
+                                     f"after {applied} steps")
+            if req.step_index != applied:
+                raise StepOrderError(f"step {req.step_index} of {req.episode_id} arrived after {applied} steps")
             r = live.env.step(req.action)
             result = EnvStepResult(observation=r.observation, done=r.done, info=r.info)
             live.done.append((req.action, result))
-            live.applied += 1
             return result
 
     @activity.defn(name="env_evaluate")

@@ -95,17 +95,20 @@ class EnvDiverged(EnvLost):
 CALL_FAILED = (ActivityError, ApplicationError)
 
 
-def _lost(err: ActivityError | ApplicationError) -> bool:
-    """Whether the env is gone, or no longer matches the history: the episode restarts on a fresh env."""
+def _lost(err: ActivityError | ApplicationError) -> type[EnvLost] | None:
+    """How the episode's env is lost, if it is: gone (``EnvLost``), or there but no longer matching the history
+    (``EnvDiverged``). Either way the episode restarts on a fresh env."""
     cause = err.cause if isinstance(err, ActivityError) else err
     if isinstance(cause, ActivityTimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START:
-        return True
+        return EnvLost
     if not isinstance(cause, ApplicationError):
-        return False
+        return None
     if cause.type == "EpisodeNotFoundError":
-        return True
+        return EnvLost
     # before the patch such an episode failed; its recorded histories replay as they ran
-    return cause.type == "StepOrderError" and workflow.patched(STEP_ORDER_PATCH)
+    if cause.type == "StepOrderError" and workflow.patched(STEP_ORDER_PATCH):
+        return EnvDiverged
+    return None
 
 
 def _runs_local(cfg: EpisodeConfig) -> bool:
@@ -184,10 +187,8 @@ class EpisodeWorkflow:
         try:
             return await self._call(act, arg, queue, timeout, ENV_RETRY, cfg.env_lost_after_s)
         except CALL_FAILED as err:
-            if _lost(err):
-                cause = err.cause if isinstance(err, ActivityError) else err
-                kind = EnvDiverged if getattr(cause, "type", "") == "StepOrderError" else EnvLost
-                raise kind(str(err.cause or err)) from err
+            if lost := _lost(err):
+                raise lost(str(err.cause or err)) from err
             raise
 
     async def _attempt(self, inp: EpisodeInput, attempt: int) -> EpisodeResult:

@@ -372,7 +372,7 @@ class StaleEnvActivities(EnvActivities):
         return super().env_step(req)
 
 
-def test_a_step_run_again_gets_its_recorded_result_and_another_action_is_refused(tmp_path) -> None:
+def test_a_step_run_again_gets_its_recorded_result_and_another_action_is_refused() -> None:
     """What a replay after a lost workflow task sends the env: the same step with the same action is answered from
     the record without running again; with another action, or ahead of the env, it is refused."""
     acts = EnvActivities("env-q")
