@@ -39,7 +39,8 @@ The phases, in order (``phases`` picks some):
    request, the ``queue`` part of ``Server-Timing``), so the rest of the overhead is the load client's own;
    ``host_wakeup_late_ms``: how late a process doing nothing woke up meanwhile (``bench.wakeup``), the scheduling
    delay every process on a busy host pays, the load client's included; the resident memory of each service before
-   and after.
+   and after. With ``OPENCLAW_GATEWAY_CPUS`` set (say ``[1]``) the gateway runs on those CPUs alone and every other
+   service, and the load client, on the rest.
 
 Prints one JSON object (``run``'s result); ``targets`` lists each target with whether it held.
 """
@@ -937,7 +938,7 @@ def run(*, sessions: int = 16, outage_s: float = 30.0, turns: int = 4, max_token
     from bench.procs import bench_model, free_port
     from openclaw_rl.keys import KeyStore
     from openclaw_rl.settings import Settings
-    from openclaw_rl.stack import Stack, engine_service, gateway_service, temporal_service, worker_service
+    from openclaw_rl.stack import Stack, engine_service, gateway_service, other_cpus, temporal_service, worker_service
 
     phases = [p for p in PHASES if p in set(phases)]
     if "trainer" in phases:
@@ -956,8 +957,12 @@ def run(*, sessions: int = 16, outage_s: float = 30.0, turns: int = 4, max_token
     s = Settings()
     stack = Stack(s)
     result: dict[str, Any] = {"bench": "reliability", "model": label, "judge": "heuristic", "phases": phases,
-                              "engine_nice": s.engine_nice, "runtime_dir": str(tmp) if keep_runtime else None}
+                              "engine_nice": s.engine_nice, "gateway_cpus": s.gateway_cpus,
+                              "runtime_dir": str(tmp) if keep_runtime else None}
     t_start = time.monotonic()
+    own_cpus = os.sched_getaffinity(0)
+    if s.gateway_cpus:  # the load client stays off the gateway's CPUs too, as a client on another host would
+        os.sched_setaffinity(0, other_cpus(s))
     try:
         with stack.stopping_on_signals():
             t0 = time.monotonic()
@@ -1002,6 +1007,7 @@ def run(*, sessions: int = 16, outage_s: float = 30.0, turns: int = 4, max_token
             result["samples_total"], result["samples_duplicated_total"] = drill.store.duplicated()
     finally:
         stack.stop_all()
+        os.sched_setaffinity(0, own_cpus)
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)

@@ -6,6 +6,7 @@ Nested groups are flat on purpose: ``OPENCLAW_TEMPORAL_ADDRESS`` is ``settings.t
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -49,6 +50,10 @@ class Settings(BaseSettings):
     engine_nice: int = Field(default=0, ge=0, le=19, description="niceness of the local engine that `up` starts: on a "
                              "host it shares with the gateway and Temporal, a busy engine then yields the CPU to them")
     gateway_host: str = "127.0.0.1"
+    gateway_cpus: list[int] = Field(
+        default_factory=list, description="CPUs the gateway that `up` starts has to itself; Temporal, the engine "
+        "and the workers run on the others. Empty: every service may run anywhere. On a host the whole stack "
+        "saturates, a request otherwise waits for a CPU before the gateway reads it (docs/RESULTS.md)")
     gateway_port: int = 8000
     gateway_max_body_bytes: int = Field(default=8 * 1024 * 1024, gt=0, description="larger request bodies get a 413")
     gateway_default_max_tokens: int = Field(default=4096, gt=0, description="completion cap when a request sets none")
@@ -130,6 +135,13 @@ class Settings(BaseSettings):
     def _refuse_default_secrets(self) -> "Settings":
         if self.environment == "production" and self.admin_key.get_secret_value() in PUBLIC_ADMIN_KEYS | {""}:
             raise ValueError("OPENCLAW_ADMIN_KEY must be set to a non-default secret in production")
+        if self.gateway_cpus:
+            unknown = sorted(set(self.gateway_cpus) - os.sched_getaffinity(0))
+            if unknown:
+                raise ValueError(f"gateway_cpus: CPU {unknown} is not one this process may run on "
+                                 f"({sorted(os.sched_getaffinity(0))})")
+            if not os.sched_getaffinity(0) - set(self.gateway_cpus):
+                raise ValueError("gateway_cpus takes every CPU: leave at least one for the other services")
         return self
 
     @property

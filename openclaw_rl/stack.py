@@ -41,6 +41,7 @@ class Service:
     last_exit: str | None = None  # how it last exited ("code 1", "signal SIGKILL"), when it was restarted
     start_timeout_s: float = 60.0
     nice: int = 0  # added to the process's niceness before it starts (its threads and children inherit it)
+    cpus: list[int] = field(default_factory=list)  # the CPUs it may run on, inherited the same way; empty: any
 
 
 def temporal_cli(s: Settings) -> str:
@@ -78,7 +79,8 @@ def temporal_service(s: Settings) -> Service:
         argv += ["--search-attribute", attr]
     for pragma in s.temporal_sqlite_pragmas:
         argv += ["--sqlite-pragma", pragma]
-    return Service("temporal", argv, port=port, health_url=f"http://{host}:{s.temporal_ui_port}/")
+    return Service("temporal", argv, port=port, health_url=f"http://{host}:{s.temporal_ui_port}/",
+                   cpus=other_cpus(s))
 
 
 # Custom search attributes the session/training workflows set (name=Type), registered when the dev server starts.
@@ -87,14 +89,28 @@ SEARCH_ATTRIBUTES = ["OpenclawSession=Keyword", "OpenclawUser=Keyword", "Opencla
 
 
 def worker_service(s: Settings, queues: str = "orchestrator,judge,env,trainer") -> Service:
-    return Service("workers", [sys.executable, "-m", "workers.main", "--queues", queues])
+    return Service("workers", [sys.executable, "-m", "workers.main", "--queues", queues], cpus=other_cpus(s))
 
 
-def _niceness(n: int) -> Callable[[], None] | None:
-    """What the child runs before exec to lower its priority by ``n`` (None: nothing, the default)."""
-    if not n:
+def _before_exec(nice: int, cpus: list[int]) -> Callable[[], None] | None:
+    """What the child runs before exec: lower its priority by ``nice`` and keep it on ``cpus`` (None: nothing, the
+    default). Only scheduling; no shell."""
+    if not nice and not cpus:
         return None
-    return lambda: os.nice(n)  # noqa: S606 - no shell, only the scheduling priority of the child
+
+    def apply() -> None:
+        if nice:
+            os.nice(nice)
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+    return apply
+
+
+def other_cpus(s: Settings) -> list[int]:
+    """The CPUs of every service but the gateway: all this process may use, less ``gateway_cpus`` (empty: any)."""
+    if not s.gateway_cpus:
+        return []
+    return sorted(os.sched_getaffinity(0) - set(s.gateway_cpus))
 
 
 def engine_service(s: Settings, model_path: str | None = None) -> Service:
@@ -102,7 +118,7 @@ def engine_service(s: Settings, model_path: str | None = None) -> Service:
     argv = [sys.executable, "-m", "cli.main", "engine", "serve", "--model", str(model_path or s.model_path),
             "--host", s.engine_host, "--port", str(s.engine_port), "--enable-lora"]
     return Service("engine", argv, port=s.engine_port, health_url=f"http://{s.engine_host}:{s.engine_port}/health",
-                   nice=s.engine_nice)
+                   nice=s.engine_nice, cpus=other_cpus(s))
 
 
 def gateway_service(s: Settings) -> Service:
@@ -110,7 +126,7 @@ def gateway_service(s: Settings) -> Service:
     argv = [sys.executable, "-m", "cli.main", "gateway", "serve", "--host", s.gateway_host, "--port",
             str(s.gateway_port)]
     return Service("gateway", argv, port=s.gateway_port,
-                   health_url=f"http://{s.gateway_host}:{s.gateway_port}/healthz")
+                   health_url=f"http://{s.gateway_host}:{s.gateway_port}/healthz", cpus=list(s.gateway_cpus))
 
 
 class StackStopped(BaseException):
@@ -166,7 +182,7 @@ class Stack:
             with open(log_path, "ab") as log:
                 proc = subprocess.Popen(svc.argv, stdout=log, stderr=subprocess.STDOUT, env=env,
                                         cwd=str(Path(__file__).resolve().parent.parent), start_new_session=True,
-                                        preexec_fn=_niceness(svc.nice))
+                                        preexec_fn=_before_exec(svc.nice, svc.cpus))
             svc.pid, svc.started = proc.pid, process_start(proc.pid)
             self._procs[svc.name] = proc
             if svc not in self.services:

@@ -129,6 +129,38 @@ def test_a_service_started_nicer_runs_at_that_niceness(tmp_path: Path) -> None:
         stack.stop_all()
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to split")
+def test_the_gateway_gets_cpus_of_its_own_and_the_other_services_the_rest(tmp_path: Path) -> None:
+    """``gateway_cpus``: on a host the stack saturates, the gateway's CPUs are its alone, so a request does not wait
+    behind the engine or Temporal for a CPU before the gateway reads it."""
+    from pydantic import ValidationError
+
+    from openclaw_rl.settings import Settings
+    from openclaw_rl.stack import Service, Stack, engine_service, gateway_service, temporal_service, worker_service
+
+    mine = sorted(os.sched_getaffinity(0))
+    s = Settings(runtime_dir=tmp_path, gateway_cpus=[mine[-1]])
+    assert gateway_service(s).cpus == [mine[-1]]
+    for svc in (temporal_service(s), engine_service(s, "m"), worker_service(s)):
+        assert svc.cpus == mine[:-1], svc.name
+    assert all(not svc.cpus for svc in (gateway_service(Settings()), engine_service(Settings(), "m")))
+    with pytest.raises(ValidationError, match="leave at least one"):
+        Settings(gateway_cpus=mine)
+    with pytest.raises(ValidationError, match="is not one this process may run on"):
+        Settings(gateway_cpus=[max(mine) + 64])
+    stack = Stack(s)
+    port = _free_port()
+    svc = Service("web", [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], port=port,
+                  cpus=[mine[-1]], nice=3)
+    try:
+        stack.start(svc, timeout_s=30)
+        assert os.sched_getaffinity(svc.pid) == {mine[-1]}
+        assert os.getpriority(os.PRIO_PROCESS, svc.pid) == os.getpriority(os.PRIO_PROCESS, 0) + 3
+        assert os.sched_getaffinity(0) == set(mine)  # only the child is pinned
+    finally:
+        stack.stop_all()
+
+
 def test_gateway_records_turns_the_engine_broke_and_reports_engine_time(tiny_model_path: Path,  # noqa: F811
                                                                         tmp_path: Path) -> None:
     from transformers import AutoTokenizer
