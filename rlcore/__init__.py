@@ -9,26 +9,32 @@ trainer, the workflows' activities and the tests can all import it cheaply.
 - ``general``: general-track step reward o + mean(PRM) and (group, step index) normalisation.
 """
 
-from rlcore.advantages import binary_advantages, combined_advantages, opd_advantages
-from rlcore.general import Trajectory, outcome_process_advantages, step_index_advantages, step_reward
-from rlcore.judging import (
-    HINT_MARKER,
-    Emission,
-    HintResult,
-    HintVote,
-    Vote,
-    VoteResult,
-    decide_emission,
-    inject_hint,
-    judge_votes,
-    last_boxed,
-    majority,
-    parse_choice,
-    parse_hint_vote,
-    parse_score,
-    select_hint,
-)
-from rlcore.ppo import aggregate, clipped_surrogate, kl_estimate, masked_mean, policy_loss
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Each name and the module it lives in, imported on first use: ``rlcore.judging`` and ``rlcore.general`` are plain
+# Python, and a process that needs only them (the gateway, a workflow) does not load torch for ``ppo``.
+_HOME = {
+    "binary_advantages": "advantages", "combined_advantages": "advantages", "opd_advantages": "advantages",
+    "Trajectory": "general", "outcome_process_advantages": "general", "step_index_advantages": "general",
+    "step_reward": "general",
+    "HINT_MARKER": "judging", "Emission": "judging", "HintResult": "judging", "HintVote": "judging", "Vote": "judging",
+    "VoteResult": "judging", "decide_emission": "judging", "inject_hint": "judging", "judge_votes": "judging",
+    "last_boxed": "judging", "majority": "judging", "parse_choice": "judging", "parse_hint_vote": "judging",
+    "parse_score": "judging", "select_hint": "judging",
+    "aggregate": "ppo", "clipped_surrogate": "ppo", "kl_estimate": "ppo", "masked_mean": "ppo", "policy_loss": "ppo",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module 'rlcore' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"rlcore.{_HOME[name]}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "HINT_MARKER",

@@ -47,3 +47,18 @@ def test_no_forbidden_modules_loaded_at_import() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     loaded = json.loads(proc.stdout.strip().splitlines()[-1])
     assert loaded == [], f"importing rlcore loaded {loaded}"
+
+
+def test_the_plain_python_parts_load_without_torch_and_every_name_resolves() -> None:
+    """``rlcore.judging`` and ``rlcore.general`` serve the gateway and the workflows: importing them (and the package)
+    loads no torch; the package's names still resolve, each from its own module."""
+    code = (
+        "import sys\n"
+        "import rlcore, rlcore.judging, rlcore.general\n"
+        "print('torch' in sys.modules)\n"
+        "home = lambda n: sys.modules['rlcore.' + rlcore._HOME[n]]\n"
+        "print(all(getattr(rlcore, n) is getattr(home(n), n) for n in rlcore.__all__))\n"
+        "print(sorted(rlcore.__all__) == sorted(rlcore._HOME))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert proc.stdout.split() == ["False", "True", "True"], proc.stdout + proc.stderr
