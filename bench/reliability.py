@@ -40,7 +40,7 @@ The phases, in order (``phases`` picks some):
    ``host_wakeup_late_ms``: how late a process doing nothing woke up meanwhile (``bench.wakeup``), the scheduling
    delay every process on a busy host pays, the load client's included; the resident memory of each service before
    and after. With ``OPENCLAW_GATEWAY_CPUS`` set (say ``[1]``) the gateway runs on those CPUs alone and every other
-   service, and the load client, on the rest.
+   service, the load client included, on the rest.
 
 Prints one JSON object (``run``'s result); ``targets`` lists each target with whether it held.
 """
@@ -961,7 +961,7 @@ def run(*, sessions: int = 16, outage_s: float = 30.0, turns: int = 4, max_token
                               "runtime_dir": str(tmp) if keep_runtime else None}
     t_start = time.monotonic()
     own_cpus = os.sched_getaffinity(0)
-    if s.gateway_cpus:  # the load client stays off the gateway's CPUs too, as a client on another host would
+    if s.gateway_cpus:  # the load client runs with the other services, off the gateway's CPUs (docs/RESULTS.md)
         os.sched_setaffinity(0, other_cpus(s))
     try:
         with stack.stopping_on_signals():

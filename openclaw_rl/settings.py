@@ -135,12 +135,11 @@ class Settings(BaseSettings):
     def _refuse_default_secrets(self) -> "Settings":
         if self.environment == "production" and self.admin_key.get_secret_value() in PUBLIC_ADMIN_KEYS | {""}:
             raise ValueError("OPENCLAW_ADMIN_KEY must be set to a non-default secret in production")
-        if self.gateway_cpus:
-            unknown = sorted(set(self.gateway_cpus) - os.sched_getaffinity(0))
-            if unknown:
-                raise ValueError(f"gateway_cpus: CPU {unknown} is not one this process may run on "
-                                 f"({sorted(os.sched_getaffinity(0))})")
-            if not os.sched_getaffinity(0) - set(self.gateway_cpus):
+        if self.gateway_cpus:  # checked against the host's CPUs: a service that `up` pinned reads these settings too
+            host = set(range(os.cpu_count() or 1))
+            if unknown := sorted(set(self.gateway_cpus) - host):
+                raise ValueError(f"gateway_cpus: the host has no CPU {unknown} (it has 0 to {max(host)})")
+            if host <= set(self.gateway_cpus):
                 raise ValueError("gateway_cpus takes every CPU: leave at least one for the other services")
         return self
 
