@@ -37,6 +37,10 @@ The phases, in order (``phases`` picks some):
    ``gateway_inside``: the part of it spent inside the gateway's handling (its ``Server-Timing`` minus the engine's);
    ``gateway_side``: that and the request's wait before the gateway read it (``X-Request-Start`` sent with each
    request, the ``queue`` part of ``Server-Timing``), so the rest of the overhead is the load client's own;
+   ``client_wait``: of that wait, the part before the request's bytes went to the socket (the load client's event loop
+   and its turn for a CPU, measured in the client); ``gateway_own``: ``gateway_side`` less ``client_wait``, the
+   gateway's own time per request (the socket and its event loop until its app saw the request, then its handling),
+   whose p99 has a target (``GATEWAY_P99_MS``);
    ``host_wakeup_late_ms``: how late a process doing nothing woke up meanwhile (``bench.wakeup``), the scheduling
    delay every process on a busy host pays, the load client's included; the resident memory of each service before
    and after. With ``OPENCLAW_GATEWAY_CPUS`` set (say ``[1]``) the gateway runs on those CPUs alone and every other
@@ -67,6 +71,7 @@ from typing import Any
 
 PHASES = ("temporal", "engine", "workers", "trainer", "fuzz", "load")
 DEFAULT_LEVELS = (32, 64, 128, 256)
+GATEWAY_P99_MS = 50.0  # the gateway's own time per request (its wait for the request and its handling, not the engine)
 SESSIONS_PER_KEY = 16  # load users per API key (the gateway allows 32 requests in flight per key)
 USER_TURNS = [
     "What is 12 plus 30?",
@@ -101,6 +106,9 @@ class Reply:
     engine_ms: float | None = None
     gateway_ms: float | None = None  # Server-Timing's gateway part: the request's time inside the gateway
     queue_ms: float | None = None  # Server-Timing's queue part: sent (X-Request-Start) until the gateway's app saw it
+    # of that, the load client's own: X-Request-Start until the request's bytes went to the socket (the client's event
+    # loop and CPU); the rest is the gateway's wait (its socket, its event loop, its turn for a CPU)
+    client_wait_ms: float | None = None
     stream: bool = False
     tokens: int = 0  # content chunks received
     prompt_tokens: int = 0  # from a whole reply's usage
@@ -140,10 +148,13 @@ async def chat(http: Any, url: str, key: str, raw_session: str, messages: list[d
     if ignore_eos:
         body["ignore_eos"] = True
     r = Reply(ok=False, stream=stream, started=time.monotonic())
-    headers["X-Request-Start"] = f"t={time.time():.6f}"
+    stamp, wrote = time.time(), {}
+    headers["X-Request-Start"] = f"t={stamp:.6f}"
     try:
-        async with http.post(f"{url}/v1/chat/completions", json=body, headers=headers,
+        async with http.post(f"{url}/v1/chat/completions", json=body, headers=headers, trace_request_ctx=wrote,
                              timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+            if "at" in wrote:
+                r.client_wait_ms = (wrote["at"] - stamp) * 1000
             r.status = resp.status
             r.session = resp.headers.get("X-Session-Id", "")
             if "X-Engine-Time-Ms" in resp.headers:
@@ -245,9 +256,19 @@ async def user_loop(http: Any, url: str, key: str, name: str, stop: asyncio.Even
 
 
 def _http(limit: int = 0) -> Any:
+    """The drills' client. A request's ``trace_request_ctx`` (a dict) gets ``at``: the time its first bytes went to
+    the socket (aiohttp sends the headers with the body's first chunk, right after this hook)."""
     import aiohttp
 
-    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=limit, force_close=False))
+    async def first_chunk(_session: Any, ctx: Any, _params: Any) -> None:
+        wrote = ctx.trace_request_ctx
+        if isinstance(wrote, dict):
+            wrote.setdefault("at", time.time())
+
+    trace = aiohttp.TraceConfig()
+    trace.on_request_chunk_sent.append(first_chunk)
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=limit, force_close=False),
+                                 trace_configs=[trace])
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -905,6 +926,9 @@ async def load(drill: Drill, *, levels: Iterable[int], level_s: float, turns: in
         inside = [r.gateway_ms - r.engine_ms for r in ok if r.engine_ms is not None and r.gateway_ms is not None]
         side = [r.queue_ms + r.gateway_ms - r.engine_ms for r in ok
                 if r.engine_ms is not None and r.gateway_ms is not None and r.queue_ms is not None]
+        timed = [r for r in ok if None not in (r.engine_ms, r.gateway_ms, r.queue_ms, r.client_wait_ms)]
+        client_wait = [r.client_wait_ms for r in timed]
+        own = [max(0.0, r.queue_ms - r.client_wait_ms) + r.gateway_ms - r.engine_ms for r in timed]
         out.append({"sessions": level, "requests": len(replies), "errors": len(replies) - len(ok),
                     "error_kinds": dict(Counter(r.error[:60] or str(r.status) for r in replies if not r.ok)),
                     "wall_s": round(elapsed, 2), "rps": round(len(ok) / elapsed, 2),
@@ -913,6 +937,8 @@ async def load(drill: Drill, *, levels: Iterable[int], level_s: float, turns: in
                     "gateway_overhead_ms_p50": _q(overhead, 0.5), "gateway_overhead_ms_p99": _q(overhead, 0.99),
                     "gateway_inside_ms_p50": _q(inside, 0.5), "gateway_inside_ms_p99": _q(inside, 0.99),
                     "gateway_side_ms_p50": _q(side, 0.5), "gateway_side_ms_p99": _q(side, 0.99),
+                    "client_wait_ms_p50": _q(client_wait, 0.5), "client_wait_ms_p99": _q(client_wait, 0.99),
+                    "gateway_own_ms_p50": _q(own, 0.5), "gateway_own_ms_p99": _q(own, 0.99),
                     "host_wakeup_late_ms": wakeup,
                     "prefix_cache_hit_rate": round(sum(r.cached_tokens for r in ok) /
                                                    max(1, sum(r.prompt_tokens for r in ok)), 3),
@@ -1088,6 +1114,9 @@ def targets(result: dict[str, Any]) -> dict[str, bool]:
                   p["fuzz_schema_failures"] == 0, "fuzz.cases run": p["fuzz_cases"] > 0})
     if (p := result.get("load")) is not None:
         t.update({f"load.{lv['sessions']}.errors == 0": lv["errors"] == 0 for lv in p["levels"]})
+        t.update({f"load.{lv['sessions']}.gateway_own_ms_p99 <= {GATEWAY_P99_MS:g}":
+                  lv["gateway_own_ms_p99"] is not None and lv["gateway_own_ms_p99"] <= GATEWAY_P99_MS
+                  for lv in p["levels"]})
         if len(p["levels"]) > 1:
             t["load.rps at the highest level >= at the lowest"] = p["levels"][-1]["rps"] >= p["levels"][0]["rps"]
     if "samples_duplicated_total" in result:

@@ -79,6 +79,7 @@ class GeneralConfig:
     rewards: list[str] = field(default_factory=lambda: list(REWARDS))
     steps: int = 8  # train steps per run
     seeds: int = 1
+    first_seed: int = 0  # seeds run are first_seed .. first_seed + seeds - 1 (more seeds of an earlier experiment)
     # 16, not 4: an all-success or all-fail group trains nothing, so 4 tasks left one or two groups per update and
     # 30 steps of them moved nothing; 16 gave 3 to 8 and raised held-out success on both seeds (docs/RESULTS.md)
     tasks_per_rollout: int = 16
@@ -112,6 +113,9 @@ class GeneralConfig:
     keep_models: bool = False
     progress: bool = True
 
+    def seed_range(self) -> range:
+        return range(self.first_seed, self.first_seed + self.seeds)
+
     def validate(self) -> None:
         if self.env not in ENVS:
             raise ValueError(f"unknown env {self.env!r}; choose from {', '.join(ENVS)}")
@@ -124,8 +128,8 @@ class GeneralConfig:
                self.batch_size) < 1:
             raise ValueError("steps, seeds, tasks_per_rollout, episodes_per_task, eval_episodes and batch_size "
                              "must be >= 1")
-        if self.eval_tasks < 0 or self.max_steps < 0:
-            raise ValueError("eval_tasks and max_steps must be >= 0")
+        if self.eval_tasks < 0 or self.max_steps < 0 or self.first_seed < 0:
+            raise ValueError("eval_tasks, max_steps and first_seed must be >= 0")
         if self.ppo_epochs < 1 or self.eval_every < 0:
             raise ValueError("ppo_epochs must be >= 1 and eval_every >= 0")
         from activities.judges import STEP_JUDGES
@@ -167,7 +171,7 @@ class GeneralExperiment:
         self.dir.mkdir(parents=True, exist_ok=True)
         base = base_model(self.cfg.preset, self.cfg.model_path)
         start_temporal(self.stack, self.s)
-        for seed in range(self.cfg.seeds):  # seed-major: a stopped experiment still holds paired runs
+        for seed in self.cfg.seed_range():  # seed-major: a stopped experiment still holds paired runs
             for reward in self.cfg.rewards:
                 self.runs.append(self.run_one(reward, seed, base))
         return self.finish(time.monotonic() - t0)
@@ -394,7 +398,7 @@ class GeneralExperiment:
                             title=f"general track, {self.cfg.env} env")
         self.store.put_bytes(f"experiments/{self.id}/curve.png", plot.read_bytes())
         summary = {"experiment": self.id, "env": self.cfg.env, "rewards": self.cfg.rewards, "steps": self.cfg.steps,
-                   "seeds": list(range(self.cfg.seeds)), "eval_tasks": len(self.eval_ids),
+                   "seeds": list(self.cfg.seed_range()), "eval_tasks": len(self.eval_ids),
                    **summarize_general(self.runs), "plot": str(plot), "results": results_url,
                    "folder": str(self.dir), "sql": samples_sql(self.id),
                    "temporal_ui": f"http://127.0.0.1:{self.s.temporal_ui_port}", "wall_s": round(wall_s, 1),
@@ -464,6 +468,8 @@ def general_command(
     = ",".join(REWARDS),
     steps: Annotated[int, typer.Option(help="train steps per run")] = 8,
     seeds: Annotated[int, typer.Option(help="runs per reward mode, each from a fresh copy of the base model")] = 1,
+    first_seed: Annotated[int, typer.Option(help="the first seed (more seeds of an earlier experiment: the same "
+                                                 "draws that seed gets in any run)")] = 0,
     tasks_per_rollout: Annotated[int, typer.Option(help="train tasks each rollout samples (a train step's "
                                                         "task groups)")] = 16,
     episodes_per_task: Annotated[int, typer.Option(help="episodes per task and rollout (the paper's n = 8)")] = 8,
@@ -514,7 +520,7 @@ def general_command(
     envs = list(ENVS) if env == "all" else (_split(env) or [env])
     table = len(envs) > 1
     cfg = GeneralConfig(env=envs[0], rewards=_split(reward), steps=steps, seeds=seeds,
-                        tasks_per_rollout=tasks_per_rollout,
+                        first_seed=first_seed, tasks_per_rollout=tasks_per_rollout,
                         episodes_per_task=episodes_per_task, eval_tasks=eval_tasks, eval_episodes=eval_episodes,
                         max_steps=max_steps, lr=lr, batch_size=batch_size, kl_beta=kl_beta, ppo_epochs=ppo_epochs,
                         trainer=_parse_trainer(trainer or []), temperature=temperature,

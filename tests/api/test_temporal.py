@@ -114,13 +114,14 @@ async def _health(url: str) -> dict:
 
 
 def _app(tmp_path: Path, model_path: Path, temporal_address: str, task_queue: str, policy: ScriptedPolicy,
-         **settings_kw: Any):
+         submitter: Any = None, **settings_kw: Any):
     settings = Settings(environment="test", runtime_dir=tmp_path, model_path=model_path,
                         temporal_address=temporal_address, task_queue_orchestrator=task_queue,
                         store_url=f"file://{tmp_path / 'store'}", http_connect_timeout_s=1.0, admin_key=ADMIN_KEY,
                         **settings_kw)
     key = KeyStore.in_runtime_dir(tmp_path).add("alice")
-    return create_app(settings, policy=policy, records=ListRecords()), key
+    sub = submitter(settings) if submitter is not None else None
+    return create_app(settings, policy=policy, records=ListRecords(), temporal_submitter=sub), key
 
 
 @pytest.fixture
@@ -151,6 +152,37 @@ async def test_signal_with_start_delivers_turns_in_order(temporal_env, random_mo
             assert blob["response_text"] == policy.text and len(blob["response_ids"]) == len(blob["response_logprobs"])
             health = await _health(url)
             assert health["temporal"]["state"] == "connected" and health["spool"]["pending"] == 0
+
+
+async def test_a_running_session_is_signalled_and_an_ended_one_started_again(
+        temporal_env, random_model_path: Path, tmp_path: Path, policy: ScriptedPolicy) -> None:
+    """After its first turn a session's workflow gets plain signals; once it has ended, the next turn of the same
+    session starts it again (signal-with-start) and nothing is lost."""
+    from api.sink import TemporalSubmitter
+
+    client: Client = temporal_env.client
+    tq = f"gw-{uuid.uuid4().hex[:8]}"
+    subs: list[TemporalSubmitter] = []
+
+    def submitter(settings: Settings) -> TemporalSubmitter:
+        subs.append(TemporalSubmitter(settings))
+        return subs[-1]
+
+    app, key = _app(tmp_path, random_model_path, client.service_client.config.target_host, tq, policy, submitter)
+    sid = f"{_key_id(key)}:s"
+    async with Worker(client, task_queue=tq, workflows=[RecordingSession], workflow_runner=UnsandboxedWorkflowRunner()):
+        with running(app) as url:
+            first = [await _post(url, key, "s", n, done=n == 2) for n in range(3)]
+            assert [g.split("|")[2] for g in await _result(client, sid)] == first
+            assert subs[0].plain_signals == 2  # turns 1 and 2; turn 0 started the workflow
+            again = await _post(url, key, "s", 3, done=True)  # the workflow has ended: it starts again
+            deadline = time.monotonic() + 30
+            while (got := [g.split("|")[2] for g in await _result(client, sid)]) != [again]:
+                assert got == first and time.monotonic() < deadline, got
+                await asyncio.sleep(0.1)
+            assert subs[0].plain_signals == 2
+            spool = (await _health(url))["spool"]
+            assert (spool["pending"], spool["delivered"]) == (0, 4), spool
 
 
 async def test_unreachable_temporal_spools_then_replays_in_order(temporal_env, random_model_path: Path,

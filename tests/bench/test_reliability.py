@@ -27,7 +27,7 @@ def _free_port() -> int:
 
 @pytest.mark.slow
 def test_reduced_drills_hold_their_targets(tiny_model_path: Path) -> None:  # noqa: F811
-    from bench.reliability import run
+    from bench.reliability import GATEWAY_P99_MS, run
 
     t0 = time.monotonic()
     result = run(sessions=4, outage_s=5, turns=3, think_s=0.5, warm_s=2, after_s=2, drain_wait_s=60, judge_wait_s=45,
@@ -63,6 +63,10 @@ def test_reduced_drills_hold_their_targets(tiny_model_path: Path) -> None:  # no
     assert level["engine_ms_p50"] is not None and level["gateway_overhead_ms_p50"] is not None, level
     # the gateway's own handling is a part of the overhead the client sees; the wake-up sidecar ran the whole level
     assert 0 <= level["gateway_inside_ms_p50"] <= level["gateway_overhead_ms_p50"] + 1.0, level
+    # the client's own wait before sending is measured, and the gateway's own time is what is left of its side
+    assert level["client_wait_ms_p50"] is not None and level["client_wait_ms_p50"] >= 0, level
+    assert 0 <= level["gateway_own_ms_p99"] <= level["gateway_side_ms_p99"] + 1e-3, level
+    assert f"load.8.gateway_own_ms_p99 <= {GATEWAY_P99_MS:g}" in result["targets"]
     assert level["host_wakeup_late_ms"]["wakeups"] > 100, level
     assert set(load["rss_mb_before"]) == {"temporal", "engine", "workers", "gateway"}
     assert result["samples_duplicated_total"] == 0
