@@ -26,8 +26,13 @@ from contracts.session import (
     TurnPayload,
     TurnRef,
     Vote,
+    Votes,
+    VotesRequest,
 )
 from rlcore.judging import inject_hint, parse_hint_vote, parse_score
+
+VOTE_ATTEMPTS = 3  # a vote of judge_votes that fails this often counts as failed (as a vote activity did)
+VOTE_BACKOFF_S = (1.0, 2.0)  # the waits between its attempts
 
 
 class PayloadError(Exception):
@@ -70,16 +75,46 @@ class SessionActivities(EngineAndJudge):
         return TurnPayload(**data)
 
     # -- activities ---------------------------------------------------------------------------------------------------
+    @staticmethod
+    def _vote(kind: str, text: str) -> Vote:
+        if kind == "hint":
+            hv = parse_hint_vote(text)
+            return Vote(raw=text, score=hv.score, hint=hv.hint)
+        return Vote(raw=text, score=parse_score(text))
+
+    @activity.defn(name="judge_votes")
+    async def judge_votes(self, req: VotesRequest) -> Votes:
+        """All of a turn's votes side by side in one activity (one schedule and one copy of the turn in the
+        workflow's history, where a vote activity each took 2m). Each vote is tried up to ``VOTE_ATTEMPTS`` times;
+        one that still fails counts as failed, with its error, and never fails the others."""
+        response_text = self.payload(req.turn).response_text
+
+        async def one(kind: str, index: int) -> Vote:
+            jr = JudgeRequest(session_id=req.session_id, turn_index=req.turn_index, turn=req.turn,
+                              next_state=req.next_state, vote_index=index, kind=kind)
+            for attempt in range(VOTE_ATTEMPTS):
+                try:
+                    return self._vote(kind, await self.judge.complete(jr, response_text))
+                except Exception as err:  # noqa: BLE001 - a failed vote is a vote's outcome, not the activity's
+                    if attempt + 1 == VOTE_ATTEMPTS:
+                        return Vote(raw="", score=None, error=f"{type(err).__name__}: {err}"[:500])
+                    await asyncio.sleep(VOTE_BACKOFF_S[min(attempt, len(VOTE_BACKOFF_S) - 1)])
+            raise AssertionError("unreachable")
+
+        votes = await heartbeating(asyncio.gather(*(one("prm", i) for i in range(req.prm)),
+                                                  *(one("hint", i) for i in range(req.hint))))
+        return Votes(prm=list(votes[: req.prm]), hint=list(votes[req.prm:]))
+
+    # one vote per activity: how sessions judged before judge_votes (their histories replay against these)
     @activity.defn(name="prm_vote")
     async def prm_vote(self, req: JudgeRequest) -> Vote:
         text = await heartbeating(self.judge.complete(req, self.payload(req.turn).response_text))
-        return Vote(raw=text, score=parse_score(text))
+        return self._vote("prm", text)
 
     @activity.defn(name="hint_vote")
     async def hint_vote(self, req: JudgeRequest) -> Vote:
         text = await heartbeating(self.judge.complete(req, self.payload(req.turn).response_text))
-        hv = parse_hint_vote(text)
-        return Vote(raw=text, score=hv.score, hint=hv.hint)
+        return self._vote("hint", text)
 
     @activity.defn(name="teacher_logprobs")
     async def teacher_logprobs(self, req: TeacherRequest) -> TeacherResult:

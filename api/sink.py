@@ -38,7 +38,7 @@ log = get_logger("gateway.sink")
 REPLAY_PARALLEL = 16  # sessions whose spooled turns replay at once (each session's in order)
 REPLAY_BATCH = 500  # spool entries read per round of the replay
 INLINE_PAYLOAD_LIMIT = 4 * 1024  # a TurnPayload whose JSON is larger goes to the object store by reference: each
-# turn is an input of up to 2m + 2 activities (votes, teacher, emit), and a Temporal history keeps every input
+# turn is an input of up to 3 activities (votes, teacher, emit), and a Temporal history keeps every input
 
 
 class TurnRejected(Exception):

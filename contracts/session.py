@@ -96,6 +96,25 @@ class JudgeRequest:
 
 
 @dataclass
+class VotesRequest:
+    """Turn t with its next state, and how many votes of each kind to take: one activity for all of a turn's votes,
+    so the turn is in the history once, not once per vote."""
+
+    session_id: str
+    turn_index: int
+    turn: TurnRef
+    next_state: list[dict] = field(default_factory=list)
+    prm: int = 0  # PRM votes (binary, combined)
+    hint: int = 0  # hint votes (opd, combined)
+
+
+@dataclass
+class Votes:
+    prm: list[Vote] = field(default_factory=list)
+    hint: list[Vote] = field(default_factory=list)
+
+
+@dataclass
 class TeacherRequest:
     turn: TurnRef
     hint: str

@@ -52,7 +52,7 @@ def build_worker(client: Client, s: Settings, queue: str,
         acts = build_session_activities(s)
         if closers is not None:
             closers.append(acts.aclose)
-        activities += [acts.prm_vote, acts.hint_vote, acts.teacher_logprobs, acts.emit_sample]
+        activities += [acts.judge_votes, acts.prm_vote, acts.hint_vote, acts.teacher_logprobs, acts.emit_sample]
         from activities.training import TrainerSignals
 
         activities += [TrainerSignals(client).notify_trainer]

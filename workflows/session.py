@@ -3,7 +3,7 @@
 The gateway signals every served turn here (signal-with-start). The workflow pairs main-line turn t with the next state
 carried by the session's next main-line turn, and judges turn t in the background, so the session never waits:
 
-    m PRM votes ─┐
+    m PRM votes ─┐  (one judge_votes activity, the votes side by side)
                  ├─> majority + hint selection + emission table (rlcore) ─> teacher log-probs (if a hint) ─> sample
     m hint votes ┘
 
@@ -35,12 +35,15 @@ with workflow.unsafe.imports_passed_through():
         TeacherResult,
         TurnRef,
         Vote,
+        Votes,
+        VotesRequest,
     )
     from contracts.training import SAMPLES_AVAILABLE_SIGNAL, training_workflow_id
     from rlcore.judging import decide_emission, majority, select_hint
     from rlcore.messages import next_state_tail
 
 VOTE_ACTIVITY = {"prm": SessionActivities.prm_vote, "hint": SessionActivities.hint_vote}  # by the vote's kind
+BATCHED_VOTES = "batched-votes"  # a turn's votes in one judge_votes activity (histories before: one per vote)
 
 SA_SESSION = SearchAttributeKey.for_keyword("OpenclawSession")
 SA_RUN = SearchAttributeKey.for_keyword("OpenclawRun")
@@ -141,13 +144,15 @@ class SessionWorkflow:
         cfg = s.config
         self.judging.add(index)
         try:
-            want_prm = cfg.method in ("binary", "combined")
-            want_hint = cfg.method in ("opd", "combined")
-            prm_calls = [self._vote(index, turn, next_state, i, "prm") for i in range(cfg.votes)] if want_prm else []
-            hint_calls = [self._vote(index, turn, next_state, i, "hint") for i in range(cfg.votes)] \
-                if want_hint else []
-            votes = await asyncio.gather(*prm_calls, *hint_calls)
-            prm_votes, hint_votes = list(votes[: len(prm_calls)]), list(votes[len(prm_calls):])
+            n_prm = cfg.votes if cfg.method in ("binary", "combined") else 0
+            n_hint = cfg.votes if cfg.method in ("opd", "combined") else 0
+            if workflow.patched(BATCHED_VOTES):
+                batch = await self._votes(index, turn, next_state, n_prm, n_hint)
+                prm_votes, hint_votes = batch.prm, batch.hint
+            else:
+                votes = await asyncio.gather(*(self._vote(index, turn, next_state, i, "prm") for i in range(n_prm)),
+                                             *(self._vote(index, turn, next_state, i, "hint") for i in range(n_hint)))
+                prm_votes, hint_votes = list(votes[:n_prm]), list(votes[n_prm:])
             eval_score = majority([v.score for v in prm_votes]) if prm_votes else 0
             hint = select_hint([v.raw for v in hint_votes]).hint if hint_votes else None
             decision = decide_emission(cfg.method, eval_score, hint)
@@ -201,6 +206,23 @@ class SessionWorkflow:
         if not workflow.patched(patch) or s.config.heartbeat_timeout_s <= 0:
             return None
         return timedelta(seconds=s.config.heartbeat_timeout_s)
+
+    async def _votes(self, index: int, turn: TurnRef, next_state: list[dict], n_prm: int, n_hint: int) -> Votes:
+        s = self.state
+        assert s is not None
+        if not n_prm and not n_hint:
+            return Votes()
+        try:
+            return await workflow.execute_activity_method(
+                SessionActivities.judge_votes, VotesRequest(session_id=s.session_id, turn_index=index, turn=turn,
+                                                            next_state=next_state, prm=n_prm, hint=n_hint),
+                task_queue=s.config.judge_queue,
+                start_to_close_timeout=timedelta(seconds=s.config.judge_timeout_s),
+                heartbeat_timeout=self._heartbeat_timeout(), retry_policy=VOTE_RETRY)
+        except ActivityError as err:  # failed votes count as failed; they never abort the turn
+            error = str(err.cause or err)[:500]
+            return Votes(prm=[Vote(raw="", score=None, error=error) for _ in range(n_prm)],
+                         hint=[Vote(raw="", score=None, error=error) for _ in range(n_hint)])
 
     async def _vote(self, index: int, turn: TurnRef, next_state: list[dict], i: int, kind: str) -> Vote:
         s = self.state

@@ -72,3 +72,38 @@ def test_a_cancelled_vote_cancels_its_judge_call() -> None:
 
     asyncio.run(go())
     assert cancelled == [True]
+
+
+class FlakyJudge(HeuristicJudge):
+    """Vote 0 fails once, vote 1 always (a broken judge call); the rest answer as the heuristic judge."""
+
+    def __init__(self) -> None:
+        super().__init__(latency_s=0.05)
+        self.calls: list[tuple[str, int]] = []
+
+    async def complete(self, req: JudgeRequest, response_text: str) -> str:
+        self.calls.append((req.kind, req.vote_index))
+        if req.kind == "prm" and (req.vote_index == 1 or self.calls.count(("prm", 0)) == 1 and req.vote_index == 0):
+            await asyncio.sleep(0.05)
+            raise RuntimeError(f"judge down for vote {req.vote_index}")
+        return await super().complete(req, response_text)
+
+
+def test_judge_votes_takes_every_vote_side_by_side_and_keeps_a_failed_one_as_failed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import activities.session as session_acts
+    from contracts.session import VotesRequest
+
+    monkeypatch.setattr(session_acts, "VOTE_BACKOFF_S", (0.01,))
+    judge = FlakyJudge()
+    acts = SessionActivities(judge, policy=None, store=None, tokenizer=None)
+    req = _request()
+    votes = asyncio.run(ActivityEnvironment().run(acts.judge_votes, VotesRequest(
+        session_id=req.session_id, turn_index=0, turn=req.turn, next_state=req.next_state, prm=3, hint=2)))
+    assert [v.score for v in votes.prm] == [1, None, 1]  # vote 0 answered on its second attempt
+    assert votes.prm[1].error.startswith("RuntimeError: judge down for vote 1") and votes.prm[1].raw == ""
+    assert [v.score for v in votes.hint] == [-1, -1] and all(v.hint is None for v in votes.hint)  # praise: no hint
+    assert sorted(judge.calls) == sorted([("prm", 0), ("prm", 0), ("prm", 1), ("prm", 1), ("prm", 1), ("prm", 2),
+                                          ("hint", 0), ("hint", 1)])
+    # side by side: every vote's first call was made before any vote's retry
+    assert judge.calls[:5] == [("prm", 0), ("prm", 1), ("prm", 2), ("hint", 0), ("hint", 1)]

@@ -9,6 +9,7 @@ import asyncio
 import json
 import time
 import uuid
+from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
@@ -57,7 +58,8 @@ def store(tmp_path) -> ObjectStore:
 
 def worker_pair(client: Client, acts: SessionActivities, tq: str, jq: str) -> tuple[Worker, Worker]:
     return (Worker(client, task_queue=tq, workflows=[SessionWorkflow]),
-            Worker(client, task_queue=jq, activities=[acts.prm_vote, acts.hint_vote, acts.teacher_logprobs,
+            Worker(client, task_queue=jq, activities=[acts.judge_votes, acts.prm_vote, acts.hint_vote,
+                                                      acts.teacher_logprobs,
                                                       acts.emit_sample, TrainerSignals(client).notify_trainer]))
 
 
@@ -150,6 +152,10 @@ async def test_session_pairs_turns_judges_and_emits(temporal_env, local_engine, 
     assert EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED not in types
     assert any(e.activity_task_scheduled_event_attributes.activity_type.name == "notify_trainer"
                for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
+    # each judged turn's 2m votes (m = 3, combined) ran in one activity, so the turn is in the history once for them
+    scheduled = Counter(e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events
+                        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
+    assert scheduled["judge_votes"] == 2 and scheduled["prm_vote"] == scheduled["hint_vote"] == 0, scheduled
     await Replayer(workflows=[SessionWorkflow]).replay_workflow(history)
     HISTORY_DIR.mkdir(exist_ok=True)
     recorded = HISTORY_DIR / "session_workflow_v1.json"
