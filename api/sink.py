@@ -86,8 +86,8 @@ def user_training_input(s: Settings, key_id: str) -> Any:
 
 class TemporalSubmitter:
     """Signal-with-start of ``SessionWorkflow(session_id)``: starts it if needed, then delivers the turn signal.
-    A session this submitter has already reached is signalled plainly (no start input to build and encode, about a
-    third of the call's cost); if its workflow has ended meanwhile (NOT_FOUND), the turn goes by signal-with-start.
+    A session this submitter has already reached is signalled plainly (no start input to build and encode); if its
+    workflow has ended meanwhile (NOT_FOUND), the turn goes by signal-with-start.
 
     The client connects lazily (the gateway starts and serves while Temporal is down) and is reused afterwards; its
     gRPC channel reconnects by itself when the server comes back. Retries belong to the spool replayer, not here.
