@@ -69,9 +69,14 @@ def up(
     with SIGKILL) are stopped first; while that earlier `up` itself still runs, this one refuses to start.
     """
     from openclaw_rl.logs import log_startup
-    from openclaw_rl.stack import Stack, StackBusy, StackStopped
+    from openclaw_rl.stack import Stack, StackBusy, StackStopped, other_cpus
 
     s = get_settings()
+    try:
+        other_cpus(s)  # gateway_cpus must leave this process a CPU for the other services
+    except ValueError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
     log_startup("up")
     stack = Stack(s)
     with stack.stopping_on_signals():

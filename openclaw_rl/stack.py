@@ -110,7 +110,12 @@ def other_cpus(s: Settings) -> list[int]:
     """The CPUs of every service but the gateway: all this process may use, less ``gateway_cpus`` (empty: any)."""
     if not s.gateway_cpus:
         return []
-    return sorted(os.sched_getaffinity(0) - set(s.gateway_cpus))
+    allowed = os.sched_getaffinity(0)
+    rest = sorted(allowed - set(s.gateway_cpus))
+    if not rest:  # started under taskset / a cgroup that only holds the gateway's CPUs: nothing left to pin to
+        raise ValueError(f"gateway_cpus {sorted(s.gateway_cpus)} takes every CPU this process may run on "
+                         f"({sorted(allowed)}): start it with more CPUs, or give the gateway fewer")
+    return rest
 
 
 def engine_service(s: Settings, model_path: str | None = None) -> Service:

@@ -157,6 +157,12 @@ def test_the_gateway_gets_cpus_of_its_own_and_the_other_services_the_rest(tmp_pa
         assert Settings(gateway_cpus=[mine[-1]]).gateway_cpus == [mine[-1]]
     finally:
         os.sched_setaffinity(0, mine)
+    os.sched_setaffinity(0, [mine[-1]])  # a launcher held to the gateway's CPUs: the others have nowhere to go
+    try:
+        with pytest.raises(ValueError, match="takes every CPU this process may run on"):
+            engine_service(s, "m")
+    finally:
+        os.sched_setaffinity(0, mine)
     stack = Stack(s)
     port = _free_port()
     svc = Service("web", [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], port=port,
