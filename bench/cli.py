@@ -139,6 +139,8 @@ def reliability(
     fuzz_deadline_s: Annotated[float, typer.Option("--fuzz-deadline-s", help="schemathesis is stopped after")] = 180.0,
     levels: Annotated[str, typer.Option(help="concurrent sessions of each load level")] = "32,64,128,256",
     level_s: Annotated[float, typer.Option("--level-s", help="seconds of load per level")] = 15.0,
+    ramp_s: Annotated[float, typer.Option("--ramp-s", help="a level's users start spread over this many seconds "
+                                                           "(0: all at once)")] = 1.0,
     keep_runtime: Annotated[bool, typer.Option("--keep-runtime", help="keep the temporary runtime folder (logs, "
                                                                       "store, fuzz report)")] = False,
 ) -> None:
@@ -166,8 +168,8 @@ def reliability(
         engine_streams=engine_streams, hang_bound_s=hang_bound_s, trainer_steps=trainer_steps,
         trainer_kill_step=trainer_kill_step, trainer_step_sleep_s=trainer_step_sleep_s,
         trainer_heartbeat_timeout_s=trainer_heartbeat_timeout_s, fuzz_examples=fuzz_examples,
-        fuzz_deadline_s=fuzz_deadline_s, levels=level_list, level_s=level_s, phases=chosen, model_path=model,
-        keep_runtime=keep_runtime)))
+        fuzz_deadline_s=fuzz_deadline_s, levels=level_list, level_s=level_s, load_ramp_s=ramp_s, phases=chosen,
+        model_path=model, keep_runtime=keep_runtime)))
 
 
 @app.command()

@@ -32,8 +32,9 @@ The phases, in order (``phases`` picks some):
    valid key: ``fuzz_cases``, ``fuzz_2xx``, ``fuzz_5xx``, ``fuzz_schema_failures`` and ``fuzz_failures`` (each
    failing check, with an example).
 6. ``load``: for each level of concurrent sessions (``levels``), ``level_s`` seconds of short whole replies, users
-   spread over API keys (16 sessions a key, as many people would be): ``errors``, ``rps``, end-to-end p50/p99, the
-   engine's time (the gateway's ``X-Engine-Time-Ms``) and the gateway's overhead (end-to-end minus engine) p50/p99;
+   spread over API keys (16 sessions a key, as many people would be) and starting over ``ramp_s`` (1 s): ``errors``,
+   ``rps``, end-to-end p50/p99, the engine's time (the gateway's ``X-Engine-Time-Ms``) and the gateway's overhead
+   (end-to-end minus engine) p50/p99;
    ``gateway_inside``: the part of it spent inside the gateway's handling (its ``Server-Timing`` minus the engine's);
    ``gateway_side``: that and the request's wait before the gateway read it (``X-Request-Start`` sent with each
    request, the ``queue`` part of ``Server-Timing``), so the rest of the overhead is the load client's own;
@@ -71,6 +72,9 @@ from typing import Any
 
 PHASES = ("temporal", "engine", "workers", "trainer", "fuzz", "load")
 DEFAULT_LEVELS = (32, 64, 128, 256)
+# a level's users start spread over this many seconds: 256 first requests in one instant are a start-up burst (the
+# gateway reads them one after another, the last about 90 ms late), not the steady load the level measures
+DEFAULT_RAMP_S = 1.0
 GATEWAY_P99_MS = 50.0  # the gateway's own time per request (its wait for the request and its handling, not the engine)
 SESSIONS_PER_KEY = 16  # load users per API key (the gateway allows 32 requests in flight per key)
 USER_TURNS = [
@@ -889,7 +893,7 @@ def _failure_example(recorder: dict, case_id: str, check: dict) -> dict[str, Any
 
 
 async def load(drill: Drill, *, levels: Iterable[int], level_s: float, turns: int, max_tokens: int,
-               pause_s: float = 3.0) -> list[dict[str, Any]]:
+               pause_s: float = 3.0, ramp_s: float = DEFAULT_RAMP_S) -> list[dict[str, Any]]:
     out = []
     for level in levels:
         stop = asyncio.Event()
@@ -899,10 +903,13 @@ async def load(drill: Drill, *, levels: Iterable[int], level_s: float, turns: in
                                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         async with _http() as http:
             t0 = time.monotonic()
-            users = [asyncio.create_task(user_loop(
-                http, drill.url, drill.load_keys[(i // SESSIONS_PER_KEY) % len(drill.load_keys)], f"load{level}-u{i}",
-                stop, log, turns=turns, max_tokens=max_tokens, stream=False, timeout_s=300))
-                for i in range(level)]
+            async def user(i: int) -> None:
+                await asyncio.sleep(ramp_s * i / level)  # users arrive over the ramp, not all in one instant
+                await user_loop(http, drill.url, drill.load_keys[(i // SESSIONS_PER_KEY) % len(drill.load_keys)],
+                                f"load{level}-u{i}", stop, log, turns=turns, max_tokens=max_tokens, stream=False,
+                                timeout_s=300)
+
+            users = [asyncio.create_task(user(i)) for i in range(level)]
             await asyncio.sleep(level_s)
             stop.set()
             await asyncio.gather(*users)
@@ -929,7 +936,7 @@ async def load(drill: Drill, *, levels: Iterable[int], level_s: float, turns: in
         timed = [r for r in ok if None not in (r.engine_ms, r.gateway_ms, r.queue_ms, r.client_wait_ms)]
         client_wait = [r.client_wait_ms for r in timed]
         own = [max(0.0, r.queue_ms - r.client_wait_ms) + r.gateway_ms - r.engine_ms for r in timed]
-        out.append({"sessions": level, "requests": len(replies), "errors": len(replies) - len(ok),
+        out.append({"sessions": level, "ramp_s": ramp_s, "requests": len(replies), "errors": len(replies) - len(ok),
                     "error_kinds": dict(Counter(r.error[:60] or str(r.status) for r in replies if not r.ok)),
                     "wall_s": round(elapsed, 2), "rps": round(len(ok) / elapsed, 2),
                     "e2e_ms_p50": _q(e2e, 0.5), "e2e_ms_p99": _q(e2e, 0.99),
@@ -960,7 +967,8 @@ def run(*, sessions: int = 16, outage_s: float = 30.0, turns: int = 4, max_token
         trainer_sessions: int = 2, trainer_deadline_s: float = 300.0, fuzz_examples: int = 30,
         fuzz_deadline_s: float = 180.0,
         levels: Iterable[int] = DEFAULT_LEVELS, level_s: float = 15.0, load_max_tokens: int = 8,
-        phases: Iterable[str] = PHASES, model_path: Path | None = None, keep_runtime: bool = False) -> dict[str, Any]:
+        load_ramp_s: float = DEFAULT_RAMP_S, phases: Iterable[str] = PHASES, model_path: Path | None = None,
+        keep_runtime: bool = False) -> dict[str, Any]:
     from bench.procs import bench_model, free_port
     from openclaw_rl.keys import KeyStore
     from openclaw_rl.settings import Settings
@@ -1027,7 +1035,7 @@ def run(*, sessions: int = 16, outage_s: float = 30.0, turns: int = 4, max_token
             if "load" in phases:
                 before = _rss_mb(stack)
                 rows = asyncio.run(load(drill, levels=levels, level_s=level_s, turns=turns,
-                                        max_tokens=load_max_tokens))
+                                        max_tokens=load_max_tokens, ramp_s=load_ramp_s))
                 result["load"] = {"levels": rows, "level_s": level_s, "max_tokens": load_max_tokens,
                                   **_scaling(rows), "rss_mb_before": before, "rss_mb_after": _rss_mb(stack)}
             result["samples_total"], result["samples_duplicated_total"] = drill.store.duplicated()

@@ -59,7 +59,7 @@ def test_reduced_drills_hold_their_targets(tiny_model_path: Path) -> None:  # no
     assert fuzz["fuzz_cases"] > 0 and fuzz["fuzz_5xx"] == 0, fuzz["fuzz_failures"]
     # load: no errors, and the gateway reports the engine's share of each request
     level = load["levels"][0]
-    assert level["sessions"] == 8 and level["requests"] > 0 and level["errors"] == 0, level
+    assert level["sessions"] == 8 and level["requests"] > 0 and level["errors"] == 0 and level["ramp_s"] == 1.0, level
     assert level["engine_ms_p50"] is not None and level["gateway_overhead_ms_p50"] is not None, level
     # the gateway's own handling is a part of the overhead the client sees; the wake-up sidecar ran the whole level
     assert 0 <= level["gateway_inside_ms_p50"] <= level["gateway_overhead_ms_p50"] + 1.0, level
