@@ -164,10 +164,12 @@ _EXIT = re.compile(r"\[exit status (-?\d+|unknown)\]\s*$")
 
 
 _STEP = re.compile(r"(?:^|\n\n)Step (\d+):\n")
-# what changes from run to run of one command without anything having changed: dates and clock times, process ids,
-# long hex ids (hashes, container ids); masked before two results are compared
+# what changes from run to run of one command without anything having changed: dates and clock times, durations
+# ("Ran 3 tests in 0.001s", "0.52 ms"), process ids, long hex ids (hashes, container ids); masked before two results
+# are compared
 _VOLATILE = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b"
-                       r"|\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b|\bpid[ =:]*\d+\b|\b[0-9a-f]{12,}\b", re.I)
+                       r"|\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b|\b\d+\.\d+ ?(?:s|ms|us|sec|seconds)\b"
+                       r"|\bpid[ =:]*\d+\b|\b[0-9a-f]{12,}\b", re.I)
 _CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
 
@@ -181,7 +183,7 @@ def _json(text: str) -> object:
 def repeated_step(tool_calls: str, tool_results: str, history: str) -> int | None:
     """The earlier step (index) of ``history`` (``workflows.episode.judge_request``'s "Step i:\\n{action}\\n->
     {observation}" blocks) that made the same tool call and got the same result back (the same once dates, clock
-    times, process ids and long hex ids are masked), or None."""
+    times, durations, process ids and long hex ids are masked), or None."""
     call = _json(tool_calls)
     if call is None:
         return None

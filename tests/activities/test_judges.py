@@ -21,6 +21,7 @@ from activities.judges import (
     assess_toolcall_content,
     make_step_judge,
     numbers,
+    repeated_step,
     step_template_values,
     task_expression,
 )
@@ -292,3 +293,15 @@ def test_step_judges_by_name() -> None:
 def test_exit_status_rule_unchanged() -> None:
     call = json.dumps({"name": "python", "arguments": {"code": "print(1)"}})
     assert assess_step(call, f"1\n{OK}") == (1, "The command ran cleanly.")
+
+
+def test_a_repeated_call_is_found_whatever_its_timings() -> None:
+    """Two runs of the same test command differ only in their timing line: the second is a repeat. A changed result
+    is not."""
+    call = '{"name": "bash", "arguments": {"command": "python3 -m unittest"}}'
+    first = "F.\nFAIL: test_total\n----\nRan 2 tests in 0.001s\n\nFAILED (failures=1)\n[exit status 1]"
+    history = f"Step 0:\n<tool_call>{call}</tool_call>\n-> {first}"
+    assert repeated_step(call, first.replace("0.001s", "0.004s"), history) == 0
+    assert repeated_step(call, first.replace("in 0.001s", "in 12.50 ms"), history) == 0
+    assert repeated_step(call, first.replace("failures=1", "failures=2"), history) is None
+    assert repeated_step('{"name": "bash", "arguments": {"command": "ls"}}', first, history) is None
