@@ -33,6 +33,7 @@ from rlcore.judging import inject_hint, parse_hint_vote, parse_score
 
 VOTE_ATTEMPTS = 3  # a vote of judge_votes that fails this often counts as failed (as a vote activity did)
 VOTE_BACKOFF_S = (1.0, 2.0)  # the waits between its attempts
+VOTES_BUDGET = 0.9  # of judge_votes' start-to-close timeout that a vote, its attempts included, may take
 
 
 class PayloadError(Exception):
@@ -101,8 +102,18 @@ class SessionActivities(EngineAndJudge):
                     await asyncio.sleep(VOTE_BACKOFF_S[min(attempt, len(VOTE_BACKOFF_S) - 1)])
             raise AssertionError("unreachable")
 
-        votes = await heartbeating(asyncio.gather(*(one("prm", i) for i in range(req.prm)),
-                                                  *(one("hint", i) for i in range(req.hint))))
+        # every vote ends inside the activity's own time: one stuck vote then fails alone, and the others are kept
+        timeout = activity.info().start_to_close_timeout if activity.in_activity() else None
+        budget_s = timeout.total_seconds() * VOTES_BUDGET if timeout else None
+
+        async def bounded(kind: str, index: int) -> Vote:
+            try:
+                return await asyncio.wait_for(one(kind, index), budget_s)
+            except TimeoutError:
+                return Vote(raw="", score=None, error=f"TimeoutError: no answer within {budget_s:.1f} s")
+
+        votes = await heartbeating(asyncio.gather(*(bounded("prm", i) for i in range(req.prm)),
+                                                  *(bounded("hint", i) for i in range(req.hint))))
         return Votes(prm=list(votes[: req.prm]), hint=list(votes[req.prm:]))
 
     # one vote per activity: how sessions judged before judge_votes (their histories replay against these)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 from temporalio.testing import ActivityEnvironment
@@ -107,3 +108,27 @@ def test_judge_votes_takes_every_vote_side_by_side_and_keeps_a_failed_one_as_fai
                                           ("hint", 0), ("hint", 1)])
     # side by side: every vote's first call was made before any vote's retry
     assert judge.calls[:5] == [("prm", 0), ("prm", 1), ("prm", 2), ("hint", 0), ("hint", 1)]
+
+
+class StuckJudge(HeuristicJudge):
+    """PRM vote 2 never answers; the rest answer at once."""
+
+    async def complete(self, req: JudgeRequest, response_text: str) -> str:
+        if req.kind == "prm" and req.vote_index == 2:
+            await asyncio.sleep(3600)
+        return await super().complete(req, response_text)
+
+
+def test_a_stuck_vote_fails_alone_inside_the_activitys_time() -> None:
+    from datetime import timedelta
+
+    from contracts.session import VotesRequest
+
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, start_to_close_timeout=timedelta(seconds=0.5))
+    acts = SessionActivities(StuckJudge(), policy=None, store=None, tokenizer=None)
+    req = _request()
+    votes = asyncio.run(env.run(acts.judge_votes, VotesRequest(
+        session_id=req.session_id, turn_index=0, turn=req.turn, next_state=req.next_state, prm=3, hint=1)))
+    assert [v.score for v in votes.prm] == [1, 1, None] and votes.prm[2].error.startswith("TimeoutError")
+    assert [v.score for v in votes.hint] == [-1] and not votes.hint[0].error
