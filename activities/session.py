@@ -93,14 +93,15 @@ class SessionActivities(EngineAndJudge):
         async def one(kind: str, index: int) -> Vote:
             jr = JudgeRequest(session_id=req.session_id, turn_index=req.turn_index, turn=req.turn,
                               next_state=req.next_state, vote_index=index, kind=kind)
+            error: Exception | None = None
             for attempt in range(VOTE_ATTEMPTS):
+                if attempt:
+                    await asyncio.sleep(VOTE_BACKOFF_S[min(attempt, len(VOTE_BACKOFF_S)) - 1])
                 try:
                     return self._vote(kind, await self.judge.complete(jr, response_text))
                 except Exception as err:  # noqa: BLE001 - a failed vote is a vote's outcome, not the activity's
-                    if attempt + 1 == VOTE_ATTEMPTS:
-                        return Vote(raw="", score=None, error=f"{type(err).__name__}: {err}"[:500])
-                    await asyncio.sleep(VOTE_BACKOFF_S[min(attempt, len(VOTE_BACKOFF_S) - 1)])
-            raise AssertionError("unreachable")
+                    error = err
+            return Vote(raw="", score=None, error=f"{type(error).__name__}: {error}"[:500])
 
         # every vote ends inside the activity's own time: one stuck vote then fails alone, and the others are kept
         timeout = activity.info().start_to_close_timeout if activity.in_activity() else None

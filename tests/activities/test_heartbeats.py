@@ -128,7 +128,7 @@ def test_a_stuck_vote_fails_alone_inside_the_activitys_time() -> None:
     env.info = dataclasses.replace(env.info, start_to_close_timeout=timedelta(seconds=0.5))
     acts = SessionActivities(StuckJudge(), policy=None, store=None, tokenizer=None)
     req = _request()
-    votes = asyncio.run(env.run(acts.judge_votes, VotesRequest(
-        session_id=req.session_id, turn_index=0, turn=req.turn, next_state=req.next_state, prm=3, hint=1)))
+    votes = asyncio.run(asyncio.wait_for(env.run(acts.judge_votes, VotesRequest(  # unbounded, it would not return
+        session_id=req.session_id, turn_index=0, turn=req.turn, next_state=req.next_state, prm=3, hint=1)), 10))
     assert [v.score for v in votes.prm] == [1, 1, None] and votes.prm[2].error.startswith("TimeoutError")
     assert [v.score for v in votes.hint] == [-1] and not votes.hint[0].error
