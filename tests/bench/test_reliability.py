@@ -133,6 +133,39 @@ def test_a_service_started_nicer_runs_at_that_niceness(tmp_path: Path) -> None:
         stack.stop_all()
 
 
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="SCHED_BATCH is Linux's")
+def test_the_services_but_the_gateway_run_under_batch_scheduling(tmp_path: Path) -> None:
+    """``batch_services``: Temporal, the engine and the workers that ``up`` starts run under SCHED_BATCH, so waking
+    they do not push the gateway off its CPU; every thread they start inherits it, because it is set before exec.
+    The gateway stays under the normal policy, and the setting turns it all off."""
+    from openclaw_rl.settings import Settings
+    from openclaw_rl.stack import Service, Stack, engine_service, gateway_service, temporal_service, worker_service
+
+    s = Settings(runtime_dir=tmp_path)
+    assert s.batch_services
+    assert [svc.batch for svc in (temporal_service(s), engine_service(s, "m"), worker_service(s))] == [True] * 3
+    assert not gateway_service(s).batch
+    off = Settings(runtime_dir=tmp_path, batch_services=False)
+    assert not any(svc.batch for svc in (temporal_service(off), engine_service(off, "m"), worker_service(off)))
+
+    stack = Stack(s)
+    ports = [_free_port(), _free_port()]
+    code = ("import http.server, threading, sys; srv = http.server.ThreadingHTTPServer(('127.0.0.1', int(sys.argv[1])),"
+            " http.server.SimpleHTTPRequestHandler); threading.Thread(target=srv.serve_forever).start()")
+    batch = Service("batch", [sys.executable, "-c", code, str(ports[0])], port=ports[0], batch=True)
+    normal = Service("normal", [sys.executable, "-c", code, str(ports[1])], port=ports[1])
+    try:
+        stack.start(batch, timeout_s=30)
+        stack.start(normal, timeout_s=30)
+        threads = sorted(int(t) for t in os.listdir(f"/proc/{batch.pid}/task"))
+        assert len(threads) >= 2  # the server's thread too, started after exec
+        assert {os.sched_getscheduler(t) for t in threads} == {os.SCHED_BATCH}
+        assert os.sched_getscheduler(normal.pid) == os.SCHED_OTHER
+        assert os.getpriority(os.PRIO_PROCESS, batch.pid) == os.getpriority(os.PRIO_PROCESS, 0)  # its share kept
+    finally:
+        stack.stop_all()
+
+
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to split")
 def test_the_gateway_gets_cpus_of_its_own_and_the_other_services_the_rest(tmp_path: Path) -> None:
     """``gateway_cpus``: on a host the stack saturates, the gateway's CPUs are its alone, so a request does not wait
