@@ -41,7 +41,9 @@ The phases, in order (``phases`` picks some):
    ``client_wait``: of that wait, the part before the request's bytes went to the socket (the load client's event loop
    and its turn for a CPU, measured in the client); ``gateway_own``: ``gateway_side`` less ``client_wait``, the
    gateway's own time per request (the socket and its event loop until its app saw the request, then its handling),
-   whose p99 has a target (``GATEWAY_P99_MS``);
+   whose p99 has a target (``GATEWAY_P99_MS``; over the whole level, the start included);
+   ``gateway_own_ms_p99_steady``: the same p99 over the requests sent from ``steady_after_s`` on (the ramp and one
+   second more), once every user has started;
    ``host_wakeup_late_ms``: how late a process doing nothing woke up meanwhile (``bench.wakeup``), the scheduling
    delay every process on a busy host pays, the load client's included; the resident memory of each service before
    and after. With ``OPENCLAW_GATEWAY_CPUS`` set (say ``[1]``) the gateway runs on those CPUs alone and every other
@@ -75,6 +77,7 @@ DEFAULT_LEVELS = (32, 64, 128, 256)
 # a level's users start spread over this many seconds: 256 first requests in one instant are a start-up burst (the
 # gateway reads them one after another, the last about 90 ms late), not the steady load the level measures
 DEFAULT_RAMP_S = 1.0
+STEADY_AFTER_RAMP_S = 1.0  # the steady state's figures leave out requests sent before the ramp's end plus this
 GATEWAY_P99_MS = 50.0  # the gateway's own time per request (its wait for the request and its handling, not the engine)
 SESSIONS_PER_KEY = 16  # load users per API key (the gateway allows 32 requests in flight per key)
 USER_TURNS = [
@@ -936,6 +939,10 @@ async def load(drill: Drill, *, levels: Iterable[int], level_s: float, turns: in
         timed = [r for r in ok if None not in (r.engine_ms, r.gateway_ms, r.queue_ms, r.client_wait_ms)]
         client_wait = [r.client_wait_ms for r in timed]
         own = [max(0.0, r.queue_ms - r.client_wait_ms) + r.gateway_ms - r.engine_ms for r in timed]
+        # the same for the requests sent once every user has started and had a second to settle: the steady state,
+        # without the start's burst of first requests (a level's users start faster than the stack answers them)
+        steady_from = t0 + ramp_s + STEADY_AFTER_RAMP_S
+        steady = [x for r, x in zip(timed, own, strict=True) if r.started >= steady_from]
         out.append({"sessions": level, "ramp_s": ramp_s, "requests": len(replies), "errors": len(replies) - len(ok),
                     "error_kinds": dict(Counter(r.error[:60] or str(r.status) for r in replies if not r.ok)),
                     "wall_s": round(elapsed, 2), "rps": round(len(ok) / elapsed, 2),
@@ -946,6 +953,8 @@ async def load(drill: Drill, *, levels: Iterable[int], level_s: float, turns: in
                     "gateway_side_ms_p50": _q(side, 0.5), "gateway_side_ms_p99": _q(side, 0.99),
                     "client_wait_ms_p50": _q(client_wait, 0.5), "client_wait_ms_p99": _q(client_wait, 0.99),
                     "gateway_own_ms_p50": _q(own, 0.5), "gateway_own_ms_p99": _q(own, 0.99),
+                    "steady_after_s": ramp_s + STEADY_AFTER_RAMP_S, "steady_requests": len(steady),
+                    "gateway_own_ms_p99_steady": _q(steady, 0.99),
                     "host_wakeup_late_ms": wakeup,
                     "prefix_cache_hit_rate": round(sum(r.cached_tokens for r in ok) /
                                                    max(1, sum(r.prompt_tokens for r in ok)), 3),

@@ -67,6 +67,9 @@ def test_reduced_drills_hold_their_targets(tiny_model_path: Path) -> None:  # no
     assert level["client_wait_ms_p50"] is not None and level["client_wait_ms_p50"] >= 0, level
     assert 0 <= level["gateway_own_ms_p99"] <= level["gateway_side_ms_p99"] + 1e-3, level
     assert f"load.8.gateway_own_ms_p99 <= {GATEWAY_P99_MS:g}" in result["targets"]
+    # the steady state: the requests sent after the ramp and a second more, a part of the level's
+    assert level["steady_after_s"] == 2.0 and 0 < level["steady_requests"] < level["requests"], level
+    assert level["gateway_own_ms_p99_steady"] is not None and level["gateway_own_ms_p99_steady"] >= 0, level
     assert level["host_wakeup_late_ms"]["wakeups"] > 100, level
     assert set(load["rss_mb_before"]) == {"temporal", "engine", "workers", "gateway"}
     assert result["samples_duplicated_total"] == 0
