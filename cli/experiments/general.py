@@ -19,8 +19,11 @@ For each reward mode ("outcome": r_t = o; "outcome+process": r_t = o + mean(PRM 
 Step judges (outcome+process): ``step_judge`` names the workers' judge (``activities.judges.STEP_JUDGES``: the
 exit-status ``heuristic``, the tool-call env's ``content`` heuristic, or ``llm``: ``judge_url``, by default the policy
 engine itself, with the prompts/ template and ``votes`` calls). ``placebo`` replaces the training outcome with a fair
-coin (a control: what the updates do with no information in them). Evaluations may sample at another temperature than
-the training rollouts (``eval_temperature``); the trainer scores tokens at 1.0, so training rollouts stay there.
+coin (a control: what the updates do with no information in them). Training rollouts sample at ``temperature`` (1.0:
+the trainer scores tokens at 1.0); evaluations by default at the base model's own temperature (its
+``generation_config.json``, what the gateway serves a request that sets none: 0.7 for the tiny model), so that success
+is judged as users get it. The temperature alone moves it more than training has: the tiny model's base success in the
+terminal env is 0.29 at 1.0 and 0.48 at 0.7 (docs/RESULTS.md). ``eval_temperature`` sets another.
 
 Results: ``experiments/<id>/results.parquet`` (the ``experiments`` view of ``openclaw-rl sql``: setting = env, method =
 reward mode, score = eval success rate, accuracy = mean outcome, degenerate_rate = invalid-action rate, phase
@@ -94,7 +97,7 @@ class GeneralConfig:
     ppo_epochs: int = DEFAULT_PPO_EPOCHS  # updates per train step; a ``trainer`` entry for it wins
     trainer: dict[str, Any] = field(default_factory=dict)  # other TrainingInput hyper-parameters
     temperature: float = 1.0  # of the training rollouts: the trainer scores at 1.0 (see TEMPERATURE)
-    eval_temperature: float = -1.0  # of the evaluations; < 0: ``temperature``
+    eval_temperature: float = -1.0  # of the evaluations; < 0: the base model's own (else ``temperature``)
     step_judge: str = "heuristic"  # activities.judges.STEP_JUDGES: heuristic, content or llm
     judge_url: str = ""  # llm step judge: an OpenAI-compatible endpoint; empty: the policy engine itself
     placebo: bool = False  # study control: the training outcome reward is a fair coin (success stays the env's)
@@ -155,6 +158,14 @@ class GeneralExperiment:
         self.rows: list[dict[str, Any]] = []
         self.answers: list[dict[str, Any]] = []
         self.runs: list[dict[str, Any]] = []
+        self.model_temperature: float | None = None  # the base model's own, read once the base is known
+
+    def eval_temperature(self) -> float:
+        """The evaluations' temperature: ``eval_temperature`` where set, else the base model's own, else the training
+        rollouts'."""
+        if self.cfg.eval_temperature >= 0:
+            return self.cfg.eval_temperature
+        return self.model_temperature if self.model_temperature is not None else self.cfg.temperature
 
     def __enter__(self) -> GeneralExperiment:
         return self
@@ -170,6 +181,7 @@ class GeneralExperiment:
         self.eval_ids = eval_ids[: self.cfg.eval_tasks] if self.cfg.eval_tasks else eval_ids
         self.dir.mkdir(parents=True, exist_ok=True)
         base = base_model(self.cfg.preset, self.cfg.model_path)
+        self.model_temperature = model_temperature(base)
         start_temporal(self.stack, self.s)
         for seed in self.cfg.seed_range():  # seed-major: a stopped experiment still holds paired runs
             for reward in self.cfg.rewards:
@@ -196,7 +208,7 @@ class GeneralExperiment:
         from contracts.episode import EpisodeConfig
 
         cfg, s = self.cfg, self.s
-        temperature = cfg.eval_temperature if evaluation and cfg.eval_temperature >= 0 else cfg.temperature
+        temperature = self.eval_temperature() if evaluation else cfg.temperature
         # the placebo's coin is seeded per run: the two reward modes of one seed flip the same coins
         from activities.episode import PLACEBO_OPTION
 
@@ -399,6 +411,7 @@ class GeneralExperiment:
         self.store.put_bytes(f"experiments/{self.id}/curve.png", plot.read_bytes())
         summary = {"experiment": self.id, "env": self.cfg.env, "rewards": self.cfg.rewards, "steps": self.cfg.steps,
                    "seeds": list(self.cfg.seed_range()), "eval_tasks": len(self.eval_ids),
+                   "eval_temperature": self.eval_temperature(), "train_temperature": self.cfg.temperature,
                    **summarize_general(self.runs), "plot": str(plot), "results": results_url,
                    "folder": str(self.dir), "sql": samples_sql(self.id),
                    "temporal_ui": f"http://127.0.0.1:{self.s.temporal_ui_port}", "wall_s": round(wall_s, 1),
@@ -406,6 +419,14 @@ class GeneralExperiment:
         (self.dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
         self.store.put_bytes(f"experiments/{self.id}/summary.json", json.dumps(summary, default=str).encode())
         return summary
+
+
+def model_temperature(model_dir: Path) -> float | None:
+    """The temperature a model's ``generation_config.json`` recommends (None without one)."""
+    from openclaw_rl.generation_defaults import load_sampling_defaults
+
+    defaults = load_sampling_defaults(model_dir)
+    return defaults.temperature if defaults.source != "openai" else None
 
 
 async def _while_polling(handle: Any, query: Any, on_value: Any, every_s: float = 1.0) -> Any:
@@ -486,7 +507,9 @@ def general_command(
                                                     "scores at 1.0) and, by default, of the evaluations")]
     = TEMPERATURE,
     eval_temperature: Annotated[float, typer.Option(help="sampling temperature of the evaluations (< 0: "
-                                                         "--temperature); the tiny model's own is 0.7")] = -1.0,
+                                                         "the base model's own, from its generation_config.json "
+                                                         "(0.7 for the tiny model); without one, --temperature)")]
+    = -1.0,
     step_judge: Annotated[str, typer.Option(help="step judge of outcome+process: heuristic (exit status), content "
                                                  "(tool results against the task) or llm")] = "heuristic",
     judge_url: Annotated[str, typer.Option(help="llm step judge: OpenAI-compatible endpoint (empty: the policy "

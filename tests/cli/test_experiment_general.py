@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from cli.experiments.general import GeneralConfig, curve_points
+from cli.experiments.general import GeneralConfig, curve_points, model_temperature
 from cli.experiments.general_results import summarize_general
 from tests.model_factory import free_ports
 
@@ -73,8 +73,15 @@ def test_episode_configs_of_training_and_evaluation(tmp_path: Path):
     assert (ev.reward, ev.votes, ev.temperature, ev.seed_by_task, ev.env_options) == ("outcome", 0, 0.7, True, {})
     assert (tr.reward, tr.votes, tr.temperature, tr.seed_by_task) == ("outcome+process", 2, 1.0, False)
     assert tr.env_options == {"outcome_placebo": 4}
-    exp.cfg.eval_temperature = -1.0
-    assert exp._episode("outcome", 0, evaluation=True).temperature == 1.0
+    exp.cfg.eval_temperature = -1.0  # by default the base model's own, read from its generation_config.json
+    assert exp._episode("outcome", 0, evaluation=True).temperature == 1.0  # before the base is known: training's
+    base = tmp_path / "base"
+    base.mkdir()
+    assert model_temperature(base) is None  # no generation_config.json: nothing recommended
+    (base / "generation_config.json").write_text('{"temperature": 0.6, "top_k": 0}')
+    exp.model_temperature = model_temperature(base)
+    assert exp._episode("outcome", 0, evaluation=True).temperature == 0.6
+    assert exp._episode("outcome", 0, evaluation=False).temperature == 1.0  # training rollouts stay at 1.0
 
 
 def test_placebo_reward_is_a_fair_coin():
@@ -140,7 +147,7 @@ def test_env_table_rows_markdown_and_plot(tmp_path: Path):
     terminal = [{**_run("outcome", 0, 0.0, 0.0), "success_before": 0.0, "stopped_early": "no signal"}]
     for r in toolcall + terminal:
         r["eval_episodes"] = 100
-    summaries = {"toolcall": {**summarize_general(toolcall), "wall_s": 600.0},
+    summaries = {"toolcall": {**summarize_general(toolcall), "wall_s": 600.0, "eval_temperature": 0.7},
                  "terminal": {**summarize_general(terminal), "wall_s": None}}
     rows = env_table(summaries)
     assert [(r["env"], r["reward"]) for r in rows] == [("toolcall", "outcome"), ("toolcall", "outcome+process"),
@@ -153,7 +160,7 @@ def test_env_table_rows_markdown_and_plot(tmp_path: Path):
     md = format_env_table(rows).splitlines()
     assert len(md) == 2 + len(rows) and all(line.count("|") == md[0].count("|") for line in md)
     assert "| toolcall | outcome+process | 0.500 | 0.700 ± 0.000 | +0.200 | 0.70 | 1/1 |" in md[3]
-    assert "stopped: no signal" in md[4] and "10 min" in md[2]
+    assert "stopped: no signal" in md[4] and "| 0.7 | 10 min |" in md[2] and "eval T" in md[0]
     plot = plot_env_table(rows, tmp_path / "table.png")
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
