@@ -113,7 +113,7 @@ class GeneralConfig:
     model_path: str = ""
     out: str = ""
     experiment_id: str = ""
-    keep_models: bool = False
+    keep_models: bool = False  # keep each run's base copy (model/) and the policy it ended with (trained/)
     progress: bool = True
 
     def seed_range(self) -> range:
@@ -200,6 +200,8 @@ class GeneralExperiment:
             svc.env = {**svc.env, "OPENCLAW_MODEL_PATH": str(base), **(judge if svc.name == "workers" else {})}
             self.stack.start(svc, timeout_s=timeout)
         info = asyncio.run(self._run_async(run, reward, seed, model))
+        if self.cfg.keep_models and info.get("checkpoint"):
+            info["trained_model"] = str(keep_trained(self.store, info["checkpoint"], model.parent / "trained"))
         if not self.cfg.keep_models:
             shutil.rmtree(model.parent, ignore_errors=True)
         return {"run": run, "reward": reward, "seed": seed, **info, "wall_s": round(time.monotonic() - t0, 1)}
@@ -258,6 +260,7 @@ class GeneralExperiment:
                 "train_steps": status.step, "policy_version": status.policy_version,
                 "policy_versions": status.policy_version + 1, "samples_trained": status.samples_trained,
                 "excluded_stale": status.excluded_stale, "rollouts": len(rollouts), "stopped_early": early,
+                "checkpoint": status.live_checkpoint,
                 "curve": curve, "held_out": held, "alarms": alarms}
 
     def _train_rewards(self, run: str) -> dict[int, tuple[float, int]]:
@@ -421,6 +424,21 @@ class GeneralExperiment:
         return summary
 
 
+TRAINER_ONLY_FILES = ("optimizer.pt", "trainer_state.json")  # in a checkpoint, not a model
+
+
+def keep_trained(store: Any, checkpoint: str, folder: Path) -> Path:
+    """The policy a run ended with, as a model folder: the files of its live checkpoint (a store prefix) but the
+    optimiser's state. An engine serves it as it is (``--model``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    keys = [k for k in store.list(checkpoint) if k.rsplit("/", 1)[-1] not in TRAINER_ONLY_FILES]
+    if not any(k.endswith(".safetensors") for k in keys):
+        raise RuntimeError(f"checkpoint {checkpoint} holds no weights: {keys}")
+    for key in keys:
+        store.get_file(key, folder / key[len(checkpoint):].lstrip("/"))
+    return folder
+
+
 def model_temperature(model_dir: Path) -> float | None:
     """The temperature a model's ``generation_config.json`` recommends (None without one)."""
     from openclaw_rl.generation_defaults import load_sampling_defaults
@@ -533,7 +551,8 @@ def general_command(
                                               "test)")] = "default",
     model: Annotated[str, typer.Option(help="base model folder instead of the tiny model")] = "",
     out: Annotated[str, typer.Option(help="local folder for model copies, plot and summary")] = "",
-    keep_models: Annotated[bool, typer.Option(help="keep each run's model copy")] = False,
+    keep_models: Annotated[bool, typer.Option(help="keep each run's copy of the base model (model/) and the policy "
+                                                   "it ended with (trained/)")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON (alone on stdout)")] = False,
     progress: Annotated[bool, typer.Option(help="progress bars on stderr")] = True,
 ) -> None:

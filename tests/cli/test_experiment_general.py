@@ -290,3 +290,32 @@ def test_general_experiment_end_to_end(tmp_path: Path):
     for port in (temporal, engine):
         with socket.socket() as s:
             assert s.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still open"
+
+
+@pytest.mark.parametrize("where", ["file", "s3"])
+def test_kept_models_hold_the_trained_policy_not_the_base_copy(tmp_path: Path, where: str, request):
+    """``--keep-models``: the run's last live checkpoint becomes ``trained/``, a model folder without the optimiser's
+    state; a checkpoint without weights is an error, not an empty folder."""
+    import uuid
+
+    from cli.experiments.general import keep_trained
+    from openclaw_rl.store import ObjectStore
+
+    if where == "s3":
+        s3 = request.getfixturevalue("s3_server")
+        store = ObjectStore.from_url(f"s3://{s3['bucket']}/k-{uuid.uuid4().hex[:8]}", endpoint_url=s3["endpoint_url"],
+                                     access_key_id="test", secret_access_key="test")
+    else:
+        store = ObjectStore.from_url(f"file://{tmp_path / 'store'}")
+    ckpt = "checkpoints/run=r-s0/step=8/"
+    files = {"model.safetensors": b"trained weights", "config.json": b"{}", "tokenizer.json": b"{}",
+             "optimizer.pt": b"adam state", "trainer_state.json": b"{}"}
+    for name, data in files.items():
+        store.put_bytes(ckpt + name, data)
+    store.put_bytes("checkpoints/run=r-s0/step=7/model.safetensors", b"older weights")
+    kept = keep_trained(store, ckpt, tmp_path / "run" / "trained")
+    assert sorted(p.name for p in kept.iterdir()) == ["config.json", "model.safetensors", "tokenizer.json"]
+    assert (kept / "model.safetensors").read_bytes() == b"trained weights"
+    store.put_bytes("checkpoints/run=r-s1/step=2/config.json", b"{}")
+    with pytest.raises(RuntimeError, match="holds no weights"):
+        keep_trained(store, "checkpoints/run=r-s1/step=2/", tmp_path / "other")
