@@ -1001,7 +1001,7 @@ def run(*, sessions: int = 16, outage_s: float = 30.0, turns: int = 4, max_token
     stack = Stack(s)
     result: dict[str, Any] = {"bench": "reliability", "model": label, "judge": "heuristic", "phases": phases,
                               "engine_nice": s.engine_nice, "gateway_cpus": s.gateway_cpus,
-                              "batch_services": s.batch_services,
+                              "services_policy": s.services_policy,
                               "runtime_dir": str(tmp) if keep_runtime else None}
     t_start = time.monotonic()
     own_cpus = os.sched_getaffinity(0)

@@ -49,10 +49,11 @@ class Settings(BaseSettings):
     engine_urls: list[str] = Field(default_factory=list, description="policy engines; empty: the local engine")
     engine_nice: int = Field(default=0, ge=0, le=19, description="niceness of the local engine that `up` starts: on a "
                              "host it shares with the gateway and Temporal, a busy engine then yields the CPU to them")
-    batch_services: bool = Field(
-        default=True, description="Temporal, the local engine and the workers that `up` starts run under the "
-        "SCHED_BATCH policy (Linux; elsewhere nothing changes): waking, they do not preempt the gateway, which then "
-        "waits less for a CPU on a host the stack saturates (docs/RESULTS.md, \"Batch scheduling\")")
+    services_policy: Literal["normal", "batch", "idle"] = Field(
+        default="batch", description="Linux scheduling policy of Temporal, the local engine and the workers that `up` "
+        "starts (elsewhere nothing changes). batch: waking, they do not preempt the gateway, which waits less for a "
+        "CPU on a host the stack saturates; idle: they only get the CPU time that no normal process wants, so the "
+        "gateway (and anything else on the host) always comes first (docs/RESULTS.md, \"Batch scheduling\")")
     gateway_host: str = "127.0.0.1"
     gateway_cpus: list[int] = Field(
         default_factory=list, description="CPUs the gateway that `up` starts has to itself; Temporal, the engine "

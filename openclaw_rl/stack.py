@@ -42,7 +42,7 @@ class Service:
     start_timeout_s: float = 60.0
     nice: int = 0  # added to the process's niceness before it starts (its threads and children inherit it)
     cpus: list[int] = field(default_factory=list)  # the CPUs it may run on, inherited the same way; empty: any
-    batch: bool = False  # runs under SCHED_BATCH (inherited the same way): never preempts a normal task on waking
+    policy: str = "normal"  # Linux scheduling policy (normal, batch, idle), inherited the same way
 
 
 def temporal_cli(s: Settings) -> str:
@@ -81,7 +81,7 @@ def temporal_service(s: Settings) -> Service:
     for pragma in s.temporal_sqlite_pragmas:
         argv += ["--sqlite-pragma", pragma]
     return Service("temporal", argv, port=port, health_url=f"http://{host}:{s.temporal_ui_port}/",
-                   cpus=other_cpus(s), batch=s.batch_services)
+                   cpus=other_cpus(s), policy=s.services_policy)
 
 
 # Custom search attributes the session/training workflows set (name=Type), registered when the dev server starts.
@@ -91,21 +91,25 @@ SEARCH_ATTRIBUTES = ["OpenclawSession=Keyword", "OpenclawUser=Keyword", "Opencla
 
 def worker_service(s: Settings, queues: str = "orchestrator,judge,env,trainer") -> Service:
     return Service("workers", [sys.executable, "-m", "workers.main", "--queues", queues], cpus=other_cpus(s),
-                   batch=s.batch_services)
+                   policy=s.services_policy)
 
 
-BATCH_POLICY = getattr(os, "SCHED_BATCH", None)  # Linux only
+# Linux only (elsewhere None: the policy is left as it is)
+POLICIES = {"normal": None, "batch": getattr(os, "SCHED_BATCH", None), "idle": getattr(os, "SCHED_IDLE", None)}
 
 
-def _before_exec(nice: int, cpus: list[int], batch: bool = False) -> Callable[[], None] | None:
-    """What the child runs before exec: lower its priority by ``nice``, keep it on ``cpus`` and, with ``batch``, put
-    it under SCHED_BATCH (None: nothing, the default). Only scheduling; no shell.
+def _before_exec(nice: int, cpus: list[int], policy: str = "normal") -> Callable[[], None] | None:
+    """What the child runs before exec: lower its priority by ``nice``, keep it on ``cpus`` and put it under the
+    scheduling ``policy`` (None: nothing, the default). Only scheduling; no shell.
 
-    SCHED_BATCH keeps a task's share of the CPU (its niceness still counts) but a batch task that wakes never
-    preempts the running one: on a host the stack saturates, the gateway is then not pushed off its CPU each time
-    Temporal, the engine or the workers wake, and a request waits less before the gateway reads it."""
-    batch = batch and BATCH_POLICY is not None
-    if not nice and not cpus and not batch:
+    ``batch`` (SCHED_BATCH) keeps a task's share of the CPU (its niceness still counts), but a batch task that wakes
+    never preempts the running one: on a host the stack saturates, the gateway is then not pushed off its CPU each time
+    Temporal, the engine or the workers wake. ``idle`` (SCHED_IDLE) goes further: the task runs only on CPU time no
+    normal task wants, so the gateway always comes first, and so does any other normal process on the host."""
+    if policy not in POLICIES:
+        raise ValueError(f"scheduling policy must be one of {', '.join(POLICIES)}, got {policy!r}")
+    sched = POLICIES[policy]
+    if not nice and not cpus and sched is None:
         return None
 
     def apply() -> None:
@@ -113,8 +117,8 @@ def _before_exec(nice: int, cpus: list[int], batch: bool = False) -> Callable[[]
             os.nice(nice)
         if cpus:
             os.sched_setaffinity(0, cpus)
-        if batch:
-            os.sched_setscheduler(0, BATCH_POLICY, os.sched_param(0))
+        if sched is not None:
+            os.sched_setscheduler(0, sched, os.sched_param(0))
     return apply
 
 
@@ -135,7 +139,7 @@ def engine_service(s: Settings, model_path: str | None = None) -> Service:
     argv = [sys.executable, "-m", "cli.main", "engine", "serve", "--model", str(model_path or s.model_path),
             "--host", s.engine_host, "--port", str(s.engine_port), "--enable-lora"]
     return Service("engine", argv, port=s.engine_port, health_url=f"http://{s.engine_host}:{s.engine_port}/health",
-                   nice=s.engine_nice, cpus=other_cpus(s), batch=s.batch_services)
+                   nice=s.engine_nice, cpus=other_cpus(s), policy=s.services_policy)
 
 
 def gateway_service(s: Settings) -> Service:
@@ -199,7 +203,7 @@ class Stack:
             with open(log_path, "ab") as log:
                 proc = subprocess.Popen(svc.argv, stdout=log, stderr=subprocess.STDOUT, env=env,
                                         cwd=str(Path(__file__).resolve().parent.parent), start_new_session=True,
-                                        preexec_fn=_before_exec(svc.nice, svc.cpus, svc.batch))
+                                        preexec_fn=_before_exec(svc.nice, svc.cpus, svc.policy))
             svc.pid, svc.started = proc.pid, process_start(proc.pid)
             self._procs[svc.name] = proc
             if svc not in self.services:

@@ -136,37 +136,45 @@ def test_a_service_started_nicer_runs_at_that_niceness(tmp_path: Path) -> None:
         stack.stop_all()
 
 
-@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="SCHED_BATCH is Linux's")
-def test_the_services_but_the_gateway_run_under_batch_scheduling(tmp_path: Path) -> None:
-    """``batch_services``: Temporal, the engine and the workers that ``up`` starts run under SCHED_BATCH, so waking
-    they do not push the gateway off its CPU; every thread they start inherits it, because it is set before exec.
-    The gateway stays under the normal policy, and the setting turns it all off."""
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="SCHED_BATCH and SCHED_IDLE are Linux's")
+def test_the_services_but_the_gateway_run_under_their_scheduling_policy(tmp_path: Path) -> None:
+    """``services_policy``: Temporal, the engine and the workers that ``up`` starts run under SCHED_BATCH by default
+    (or SCHED_IDLE), so waking they do not push the gateway off its CPU; every thread they start inherits it, because
+    it is set before exec. The gateway stays under the normal policy."""
+    from pydantic import ValidationError
+
     from openclaw_rl.settings import Settings
     from openclaw_rl.stack import Service, Stack, engine_service, gateway_service, temporal_service, worker_service
 
     s = Settings(runtime_dir=tmp_path)
-    assert s.batch_services
-    assert [svc.batch for svc in (temporal_service(s), engine_service(s, "m"), worker_service(s))] == [True] * 3
-    assert not gateway_service(s).batch
-    off = Settings(runtime_dir=tmp_path, batch_services=False)
-    assert not any(svc.batch for svc in (temporal_service(off), engine_service(off, "m"), worker_service(off)))
+    assert s.services_policy == "batch"
+    for policy in ("normal", "batch", "idle"):
+        mine = Settings(runtime_dir=tmp_path, services_policy=policy)
+        assert [svc.policy for svc in (temporal_service(mine), engine_service(mine, "m"), worker_service(mine))] \
+            == [policy] * 3
+        assert gateway_service(mine).policy == "normal"
+    with pytest.raises(ValidationError, match="services_policy"):
+        Settings(services_policy="realtime")
 
     stack = Stack(s)
-    ports = [_free_port(), _free_port()]
     code = ("import http.server, threading, sys; srv = http.server.ThreadingHTTPServer(('127.0.0.1', int(sys.argv[1])),"
             " http.server.SimpleHTTPRequestHandler); threading.Thread(target=srv.serve_forever).start()")
-    batch = Service("batch", [sys.executable, "-c", code, str(ports[0])], port=ports[0], batch=True)
-    normal = Service("normal", [sys.executable, "-c", code, str(ports[1])], port=ports[1])
+    expected = {"batch": os.SCHED_BATCH, "idle": os.SCHED_IDLE, "normal": os.SCHED_OTHER}
+    services = {}
     try:
-        stack.start(batch, timeout_s=30)
-        stack.start(normal, timeout_s=30)
-        threads = sorted(int(t) for t in os.listdir(f"/proc/{batch.pid}/task"))
-        assert len(threads) >= 2  # the server's thread too, started after exec
-        assert {os.sched_getscheduler(t) for t in threads} == {os.SCHED_BATCH}
-        assert os.sched_getscheduler(normal.pid) == os.SCHED_OTHER
-        assert os.getpriority(os.PRIO_PROCESS, batch.pid) == os.getpriority(os.PRIO_PROCESS, 0)  # its share kept
+        for policy in expected:
+            port = _free_port()
+            services[policy] = stack.start(Service(policy, [sys.executable, "-c", code, str(port)], port=port,
+                                                   policy=policy), timeout_s=30)
+        for policy, svc in services.items():
+            threads = sorted(int(t) for t in os.listdir(f"/proc/{svc.pid}/task"))
+            assert len(threads) >= 2  # the server's thread too, started after exec
+            assert {os.sched_getscheduler(t) for t in threads} == {expected[policy]}, policy
+            assert os.getpriority(os.PRIO_PROCESS, svc.pid) == os.getpriority(os.PRIO_PROCESS, 0)  # niceness kept
     finally:
         stack.stop_all()
+    with pytest.raises(ValueError, match="scheduling policy must be one of"):
+        stack.start(Service("bad", [sys.executable, "-c", "pass"], policy="fifo"), timeout_s=5)
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to split")
