@@ -251,7 +251,7 @@ class EpisodeActivities(EngineAndJudge):
                 text, response_ids = self._scripted_text(req)
                 prompt_ids, omitted = fit_context(self.tokenizer, req.messages, context - len(response_ids))
                 logprobs, version = await self._score(prompt_ids, response_ids)
-                finish = "stop"
+                finish, temperature = "stop", 1.0
             elif req.policy == "engine":
                 prompt_ids, omitted = fit_context(self.tokenizer, req.messages, context - req.max_new_tokens)
                 who = f"{req.task_id}:{req.episode_index}" if req.seed_by_task else req.episode_id
@@ -260,6 +260,8 @@ class EpisodeActivities(EngineAndJudge):
                     max_new_tokens=req.max_new_tokens, temperature=req.temperature, sampling_seed=seed))
                 text, response_ids, logprobs = gen.text, gen.output_ids, gen.output_logprobs
                 version, finish = policy_version_of(gen.weight_version), gen.finish_reason
+                # the engine's log-probs are of log_softmax(logits / T); greedy (T = 0) reports them at 1.0
+                temperature = req.temperature if req.temperature > 1e-6 else 1.0
             else:
                 raise ValueError(f"unknown policy {req.policy!r}: engine or scripted")
         except PolicyEngineError as err:
@@ -267,7 +269,8 @@ class EpisodeActivities(EngineAndJudge):
         key = record_key(req.run, req.episode_id, req.attempt, req.step_index, activity.info().attempt)
         record = {"episode_id": req.episode_id, "attempt": req.attempt, "step": req.step_index,
                   "policy_version": version, "prompt_ids": prompt_ids, "response_ids": list(response_ids),
-                  "rollout_logprobs": [float(x) for x in logprobs], "text": text, "steps_omitted": omitted}
+                  "rollout_logprobs": [float(x) for x in logprobs], "temperature": temperature, "text": text,
+                  "steps_omitted": omitted}
         await asyncio.to_thread(self.stores.get(req.store_url).put_bytes, key, json.dumps(record).encode())
         return PolicyResult(text=text, policy_version=version, prompt_tokens=len(prompt_ids),
                             completion_tokens=len(response_ids), finish_reason=finish, steps_omitted=omitted,
@@ -320,7 +323,7 @@ class EpisodeActivities(EngineAndJudge):
                     policy_version=int(rec["policy_version"]), prompt_ids=rec["prompt_ids"],
                     response_ids=rec["response_ids"], rollout_logprobs=rec["rollout_logprobs"], reward=float(reward),
                     method="binary", session=ep.episode_id, turn=t, group_id=req.group_id, step_index=t,
-                    advantages=[float(adv)] * n, meta=json.dumps(meta))
+                    advantages=[float(adv)] * n, meta=json.dumps(meta), temperature=rec.get("temperature"))
                 by_version.setdefault(sample.policy_version, []).append(sample)
         writer = SampleWriter(store, req.run)
         shards = [writer.write_shard(samples) for _, samples in sorted(by_version.items())]

@@ -51,6 +51,8 @@ SAMPLE_SCHEMA = pa.schema([
     pa.field("step_index", pa.int64()),
     pa.field("advantages", pa.list_(pa.float32())),
     pa.field("meta", pa.string()),  # JSON object: hint, votes, task, anything else worth keeping for analysis
+    # the temperature the rollout log-probs are of (log_softmax(logits / T)); null: 1.0, the model's own
+    pa.field("temperature", pa.float32()),
 ])
 
 LEDGER_SCHEMA = pa.schema([
@@ -95,6 +97,7 @@ class Sample:
     step_index: int | None = None
     advantages: list[float] | None = None
     meta: str = "{}"
+    temperature: float | None = None  # of rollout_logprobs; the trainer scores at the same one (None: 1.0)
 
     def __post_init__(self) -> None:
         if self.loss_mask is None:
@@ -103,6 +106,8 @@ class Sample:
             raise ValueError(f"sample {self.sample_id}: rollout_logprobs and loss_mask must match response_ids")
         if self.teacher_logprobs is not None and len(self.teacher_logprobs) != len(self.response_ids):
             raise ValueError(f"sample {self.sample_id}: teacher_logprobs must match response_ids")
+        if self.temperature is not None and not self.temperature > 0:
+            raise ValueError(f"sample {self.sample_id}: temperature must be > 0, got {self.temperature}")
 
     @property
     def has_teacher(self) -> bool:

@@ -1,8 +1,13 @@
 """Pack training samples into padded tensors, and gather per-token log-probs of response tokens.
 
 A sample is any object with ``prompt_ids``, ``response_ids``, ``rollout_logprobs``, ``teacher_logprobs`` (or None),
-``loss_mask`` (or None), ``reward``, ``method`` and optionally ``advantages`` (general track, per token) — the
-``openclaw_rl.samples.Sample`` dataclass has them all, and so do simple test doubles.
+``loss_mask`` (or None), ``reward``, ``method`` and optionally ``advantages`` (general track, per token) and
+``temperature`` (the one its rollout log-probs are of; None or absent: 1.0) — the ``openclaw_rl.samples.Sample``
+dataclass has them all, and so do simple test doubles.
+
+Temperature: the engine returns ``log_softmax(logits / T)`` at the sampling temperature T, so a sample drawn at T is
+scored at T here too (``response_logprobs`` divides the logits by the row's T). Otherwise the PPO ratio of a token
+sampled at 0.7 would compare two different distributions, and its clip would act on that gap, not on the update.
 
 Layout: each row is ``prompt_ids + response_ids``, right-padded to the longest row (L). Response-aligned tensors are
 [B, T] with T the longest response; ``resp_index[i, t]`` is the position in the row of the logits that predict
@@ -36,6 +41,7 @@ class Batch:
     use_opd: Tensor  # [B] bool: the sample's method takes the teacher term
     given_adv: Tensor  # [B, T] precomputed per-token advantages (general track), 0 elsewhere
     has_given_adv: Tensor  # [B] bool
+    temperature: Tensor  # [B] float: the rollout's sampling temperature; logits are divided by it before log_softmax
 
     @property
     def n_tokens(self) -> int:
@@ -85,10 +91,16 @@ def collate(samples: Sequence[Any], pad_id: int = 0) -> Batch:
     use_binary = torch.zeros(B, dtype=torch.bool)
     use_opd = torch.zeros(B, dtype=torch.bool)
     rewards = torch.zeros(B)
+    temperature = torch.ones(B)
     for i, s in enumerate(samples):
         P, R = len(s.prompt_ids), len(s.response_ids)
         if P == 0:
             raise ValueError(f"sample {getattr(s, 'sample_id', i)}: empty prompt, nothing predicts its first token")
+        temp = getattr(s, "temperature", None)
+        if temp is not None:
+            if not temp > 0:
+                raise ValueError(f"sample {getattr(s, 'sample_id', i)}: temperature must be > 0, got {temp}")
+            temperature[i] = float(temp)
         input_ids[i, : P + R] = torch.tensor(rows[i], dtype=torch.long)
         attention_mask[i, : P + R] = 1
         if R == 0:
@@ -114,18 +126,19 @@ def collate(samples: Sequence[Any], pad_id: int = 0) -> Batch:
     return Batch(input_ids=input_ids, attention_mask=attention_mask, resp_index=resp_index, response_ids=response_ids,
                  mask=mask, rollout_logp=rollout_logp, teacher_logp=teacher_logp, has_teacher=has_teacher,
                  rewards=rewards, use_binary=use_binary, use_opd=use_opd, given_adv=given_adv,
-                 has_given_adv=has_given_adv)
+                 has_given_adv=has_given_adv, temperature=temperature)
 
 
 def response_logprobs(logits: Tensor, batch: Batch, with_entropy: bool = False) -> tuple[Tensor, Tensor | None]:
     """Log-probs of the response tokens (and the policy's entropy there) from full-row logits.
 
     logits [B, L, V] -> logp [B, T], entropy [B, T] or None. Only the T response positions go through log_softmax,
-    in fp32, so the vocabulary-wide work scales with response tokens, not row length.
+    in fp32, so the vocabulary-wide work scales with response tokens, not row length. Each row's logits are divided
+    by its sampling temperature first: the distribution its tokens were drawn from.
     """
     B, T = batch.resp_index.shape
     idx = batch.resp_index[:, :, None].expand(B, T, logits.shape[-1])  # [B, T, V]
-    logits = torch.gather(logits, 1, idx).float()  # [B, T, V]
+    logits = torch.gather(logits, 1, idx).float() / batch.temperature[:, None, None].float()  # [B, T, V]
     logprobs = torch.log_softmax(logits, dim=-1)  # [B, T, V]
     logp = torch.gather(logprobs, 2, batch.response_ids[:, :, None]).squeeze(-1)  # [B, T]
     entropy = None

@@ -19,11 +19,12 @@ For each reward mode ("outcome": r_t = o; "outcome+process": r_t = o + mean(PRM 
 Step judges (outcome+process): ``step_judge`` names the workers' judge (``activities.judges.STEP_JUDGES``: the
 exit-status ``heuristic``, the tool-call env's ``content`` heuristic, or ``llm``: ``judge_url``, by default the policy
 engine itself, with the prompts/ template and ``votes`` calls). ``placebo`` replaces the training outcome with a fair
-coin (a control: what the updates do with no information in them). Training rollouts sample at ``temperature`` (1.0:
-the trainer scores tokens at 1.0); evaluations by default at the base model's own temperature (its
-``generation_config.json``, what the gateway serves a request that sets none: 0.7 for the tiny model), so that success
-is judged as users get it. The temperature alone moves it more than training has: the tiny model's base success in the
-terminal env is 0.29 at 1.0 and 0.48 at 0.7 (docs/RESULTS.md). ``eval_temperature`` sets another.
+coin (a control: what the updates do with no information in them). Training rollouts sample at ``temperature``
+(each sample records it, and the trainer scores its tokens at the same one); evaluations by default at the base
+model's own temperature (its ``generation_config.json``, what the gateway serves a request that sets none: 0.7 for
+the tiny model), so that success is judged as users get it. The temperature alone moves it more than training has:
+the tiny model's base success in the terminal env is 0.29 at 1.0 and 0.48 at 0.7 (docs/RESULTS.md).
+``eval_temperature`` sets another.
 
 Results: ``experiments/<id>/results.parquet`` (the ``experiments`` view of ``openclaw-rl sql``: setting = env, method =
 reward mode, score = eval success rate, accuracy = mean outcome, degenerate_rate = invalid-action rate, phase
@@ -66,8 +67,8 @@ from openclaw_rl.settings import Settings, get_settings
 DEFAULT_LR = 1e-4
 DEFAULT_KL_BETA = 0.05
 DEFAULT_PPO_EPOCHS = 4
-# The trainer scores tokens at temperature 1 (it never divides the logits by a sampling temperature), so training
-# rollouts sampled at another temperature are off-policy by that much; evaluations may use any (``eval_temperature``).
+# Of the training rollouts. Each step sample records its sampling temperature and the trainer divides the logits by
+# it, so any temperature stays on-policy; evaluations may use another (``eval_temperature``).
 TEMPERATURE = 1.0
 REWARDS = ("outcome", "outcome+process")
 ENVS = ("terminal", "swe", "toolcall", "gui")
@@ -96,7 +97,7 @@ class GeneralConfig:
     kl_beta: float = DEFAULT_KL_BETA
     ppo_epochs: int = DEFAULT_PPO_EPOCHS  # updates per train step; a ``trainer`` entry for it wins
     trainer: dict[str, Any] = field(default_factory=dict)  # other TrainingInput hyper-parameters
-    temperature: float = 1.0  # of the training rollouts: the trainer scores at 1.0 (see TEMPERATURE)
+    temperature: float = 1.0  # of the training rollouts, which the trainer scores at it (see TEMPERATURE)
     eval_temperature: float = -1.0  # of the evaluations; < 0: the base model's own (else ``temperature``)
     step_judge: str = "heuristic"  # activities.judges.STEP_JUDGES: heuristic, content or llm
     judge_url: str = ""  # llm step judge: an OpenAI-compatible endpoint; empty: the policy engine itself
@@ -522,7 +523,7 @@ def general_command(
                                                  "per step)")] = DEFAULT_PPO_EPOCHS,
     trainer: Annotated[list[str] | None, typer.Option(help="another trainer hyper-parameter as KEY=VALUE")] = None,
     temperature: Annotated[float, typer.Option(help="sampling temperature of the training rollouts (the trainer "
-                                                    "scores at 1.0) and, by default, of the evaluations")]
+                                                    "scores their tokens at the same one)")]
     = TEMPERATURE,
     eval_temperature: Annotated[float, typer.Option(help="sampling temperature of the evaluations (< 0: "
                                                          "the base model's own, from its generation_config.json "

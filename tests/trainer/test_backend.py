@@ -378,3 +378,32 @@ def test_packing_by_length_pads_less_and_leaves_the_update_unchanged(random_mode
     for a, b in zip(ways[True].model.parameters(), ways[False].model.parameters()):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
     assert max(float((p.detach() - b).abs().max()) for p, b in zip(ways[True].model.parameters(), before)) > 1e-4
+
+
+async def test_samples_drawn_at_a_temperature_are_scored_at_it(random_model_path: Path, engine_url: str) -> None:
+    # the engine reports log_softmax(logits / T) of the tokens it sampled at T; the trainer must score the same
+    # distribution, or the PPO ratio of every token is off by the temperature before any update
+    from openclaw_rl.policy_client import PolicyClient, SamplingParams
+    from openclaw_rl.samples import Sample
+
+    prompt = [5, 17, 33, 80, 120]
+    async with PolicyClient(engine_url, timeout_s=60) as client:
+        gen = await client.generate(prompt, SamplingParams(max_new_tokens=12, temperature=0.6, ignore_eos=True,
+                                                           sampling_seed=3))
+    be = TorchBackend(random_model_path, TrainConfig(), device="cpu")
+
+    def scored(temperature: float | None) -> torch.Tensor:
+        s = Sample(sample_id="s", run="r", policy_version=0, prompt_ids=prompt, response_ids=gen.output_ids,
+                   rollout_logprobs=gen.output_logprobs, temperature=temperature)
+        return be.logprobs(be.model, collate([s]))[0, :12]
+
+    engine = torch.tensor(gen.output_logprobs)
+    assert (scored(0.6) - engine).abs().max() < 1e-3
+    # at 1.0 (the old behaviour) the same tokens get other log-probs: sampled at 0.6 they are likelier at 0.6
+    assert (scored(None) - engine).abs().max() > 1e-2 and scored(None).sum() < engine.sum()
+    # a temperature that is no temperature is refused, in the sample and in a bare batch
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        Sample(sample_id="s", run="r", policy_version=0, prompt_ids=prompt, response_ids=[1],
+               rollout_logprobs=[0.0], temperature=0.0)
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        collate([SimpleNamespace(**{**vars(sample([5], [6])), "temperature": -1.0})])

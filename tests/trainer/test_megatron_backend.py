@@ -29,7 +29,8 @@ CONFIG = {"lr": LR, "kl_beta": 0.02, "grad_clip": 1.0, "num_minibatches": 2, "mi
 
 
 def _write_samples(path: Path, vocab: int) -> Path:
-    """Four samples of different lengths and methods; one with a partly masked response."""
+    """Four samples of different lengths and methods; one with a partly masked response; two sampled at a
+    temperature other than 1 (both backends divide those rows' logits by it)."""
     rng = random.Random(7)
     methods = ["binary", "combined", "opd", "combined"]
     rows = []
@@ -43,6 +44,7 @@ def _write_samples(path: Path, vocab: int) -> Path:
             "loss_mask": [0] + [1] * (R - 1) if i == 3 else None,
             "reward": [1.0, -1.0, 0.0, 1.0][i],
             "method": method,
+            "temperature": [None, 0.7, None, 0.5][i],
         })
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path

@@ -208,6 +208,7 @@ async def test_rollout_from_the_cli_groups_advantages_and_writes_step_samples(te
                 assert json.loads(sample.meta)["votes"] == [v.score for v in e.steps[t].votes]
     s0 = samples[0]
     assert s0.rollout_logprobs == pytest.approx(rescored, abs=1e-4)
+    assert all(s.temperature == 1.0 for s in samples)  # scripted actions are scored at the model's own
     assert s0.response_ids[-1] == tokenizer.eos_token_id and len(s0.prompt_ids) + len(s0.response_ids) <= 512
     assert tokenizer.decode(s0.prompt_ids).startswith("<|im_start|>system\nYou work in a Linux shell")
 
@@ -244,7 +245,7 @@ async def test_engine_policy_episode_turns_malformed_replies_into_observations(
     client: Client = temporal_env.client
     q = Queues()
     stores = StoreCache(store_url, tmp_path / "cache")
-    cfg = config(q, store_url, policy="engine", max_steps=4, votes=2, max_new_tokens=48)
+    cfg = config(q, store_url, policy="engine", max_steps=4, votes=2, max_new_tokens=48, temperature=0.7)
     async with PolicyClient(local_engine) as policy, AsyncExitStack() as stack:
         pool = stack.enter_context(ThreadPoolExecutor(max_workers=8))
         _, envs = env_workers(client, q, pool, EpisodeActivities(HeuristicJudge(), policy, stores, tokenizer))
@@ -253,6 +254,11 @@ async def test_engine_policy_episode_turns_malformed_replies_into_observations(
         result: EpisodeResult = await client.execute_workflow(
             EpisodeWorkflow.run, EpisodeInput(task_id="count_lines-0", config=cfg),
             id=f"episode/e-{uuid.uuid4().hex[:6]}", task_queue=q.env)
+        # the record names the temperature its log-probs are of: the sampling one, which the trainer scores at
+        first = json.loads(stores.get().get_bytes(result.steps[0].record_ref))
+        assert first["temperature"] == 0.7
+        assert first["rollout_logprobs"] == pytest.approx(
+            await policy.score(first["prompt_ids"], first["response_ids"], 0.7), abs=1e-4)
     assert not result.error and len(result.steps) == 4 and not result.success and result.outcome == -1.0
     store = stores.get()
     for s in result.steps:

@@ -129,6 +129,7 @@ class MegatronBackend(TorchBackend):
         logits = self._logits(model, mb.input_ids)  # [b, L, V/tp]
         b, T = mb.resp_index.shape
         resp_logits = torch.gather(logits, 1, mb.resp_index[:, :, None].expand(b, T, logits.shape[-1]))
+        resp_logits = resp_logits.float() / mb.temperature.to(resp_logits.device)[:, None, None]  # the rollout's T
         return parallel.vocab_parallel_logprobs(resp_logits, mb.response_ids, self.dims.vocab_size, with_entropy)
 
     @torch.no_grad()

@@ -40,6 +40,7 @@ class JsonSample:
     method: str = "combined"
     advantages: list[float] | None = None
     sample_id: str = ""
+    temperature: float | None = None
 
 
 def read_samples(path: str | Path) -> list[JsonSample]:
