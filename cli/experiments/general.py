@@ -89,6 +89,9 @@ class GeneralConfig:
     tasks_per_rollout: int = 16
     episodes_per_task: int = 8  # the paper's n
     eval_tasks: int = 0  # 0: the whole eval split
+    # the split evaluated: "eval" (held out: the figures), or "train", a diagnostic of what training learnt on the
+    # tasks it saw against what carried over to held-out ones
+    eval_split: str = "eval"
     eval_episodes: int = 1  # per eval task
     max_steps: int = 0  # per episode; 0: the env's own
     lr: float = DEFAULT_LR
@@ -132,6 +135,8 @@ class GeneralConfig:
                self.batch_size) < 1:
             raise ValueError("steps, seeds, tasks_per_rollout, episodes_per_task, eval_episodes and batch_size "
                              "must be >= 1")
+        if self.eval_split not in ("eval", "train"):
+            raise ValueError(f"unknown eval_split {self.eval_split!r}: eval or train")
         if self.eval_tasks < 0 or self.max_steps < 0 or self.first_seed < 0:
             raise ValueError("eval_tasks, max_steps and first_seed must be >= 0")
         if self.ppo_epochs < 1 or self.eval_every < 0:
@@ -178,7 +183,7 @@ class GeneralExperiment:
         from envs.base import task_suite
 
         t0 = time.monotonic()
-        eval_ids = task_suite(self.cfg.env).ids("eval")
+        eval_ids = task_suite(self.cfg.env).ids(self.cfg.eval_split)
         self.eval_ids = eval_ids[: self.cfg.eval_tasks] if self.cfg.eval_tasks else eval_ids
         self.dir.mkdir(parents=True, exist_ok=True)
         base = base_model(self.cfg.preset, self.cfg.model_path)
@@ -415,6 +420,7 @@ class GeneralExperiment:
         self.store.put_bytes(f"experiments/{self.id}/curve.png", plot.read_bytes())
         summary = {"experiment": self.id, "env": self.cfg.env, "rewards": self.cfg.rewards, "steps": self.cfg.steps,
                    "seeds": list(self.cfg.seed_range()), "eval_tasks": len(self.eval_ids),
+                   "eval_split": self.cfg.eval_split,
                    "eval_temperature": self.eval_temperature(), "train_temperature": self.cfg.temperature,
                    **summarize_general(self.runs), "plot": str(plot), "results": results_url,
                    "folder": str(self.dir), "sql": samples_sql(self.id),
@@ -514,6 +520,8 @@ def general_command(
                                                         "task groups)")] = 16,
     episodes_per_task: Annotated[int, typer.Option(help="episodes per task and rollout (the paper's n = 8)")] = 8,
     eval_tasks: Annotated[int, typer.Option(help="the first K tasks of the eval split (0: all of it)")] = 0,
+    eval_split: Annotated[str, typer.Option(help="the split evaluated: eval (held out) or train (a diagnostic: "
+                                                 "what training learnt on the tasks it saw)")] = "eval",
     eval_episodes: Annotated[int, typer.Option(help="episodes per eval task")] = 1,
     max_steps: Annotated[int, typer.Option(help="steps per episode (0: the env's own)")] = 0,
     lr: Annotated[float, typer.Option(help="learning rate (the paper's 1e-6 is for 4B+ models)")] = DEFAULT_LR,
@@ -565,7 +573,8 @@ def general_command(
     cfg = GeneralConfig(env=envs[0], rewards=_split(reward), steps=steps, seeds=seeds,
                         first_seed=first_seed, tasks_per_rollout=tasks_per_rollout,
                         episodes_per_task=episodes_per_task, eval_tasks=eval_tasks, eval_episodes=eval_episodes,
-                        max_steps=max_steps, lr=lr, batch_size=batch_size, kl_beta=kl_beta, ppo_epochs=ppo_epochs,
+                        eval_split=eval_split, max_steps=max_steps, lr=lr, batch_size=batch_size, kl_beta=kl_beta,
+                        ppo_epochs=ppo_epochs,
                         trainer=_parse_trainer(trainer or []), temperature=temperature,
                         eval_temperature=eval_temperature, step_judge=step_judge, judge_url=judge_url, placebo=placebo,
                         eval_every=eval_every, alarm_margin=alarm_margin, max_new_tokens=max_new_tokens,

@@ -21,10 +21,12 @@ from tests.model_factory import free_ports
 
 
 def test_config_rejects_unknown_env_reward_and_policy():
-    for bad in ({"env": "chess"}, {"rewards": ["process"]}, {"rewards": []}, {"policy": "oracle"}, {"steps": 0}):
+    for bad in ({"env": "chess"}, {"rewards": ["process"]}, {"rewards": []}, {"policy": "oracle"}, {"steps": 0},
+                {"eval_split": "test"}):
         with pytest.raises(ValueError):
             GeneralConfig(**bad).validate()
     GeneralConfig(env="gui", rewards=["outcome"]).validate()
+    GeneralConfig(eval_split="train").validate()
 
 
 def test_curve_points_per_train_step():
