@@ -19,12 +19,13 @@ For each reward mode ("outcome": r_t = o; "outcome+process": r_t = o + mean(PRM 
 Step judges (outcome+process): ``step_judge`` names the workers' judge (``activities.judges.STEP_JUDGES``: the
 exit-status ``heuristic``, the tool-call env's ``content`` heuristic, or ``llm``: ``judge_url``, by default the policy
 engine itself, with the prompts/ template and ``votes`` calls). ``placebo`` replaces the training outcome with a fair
-coin (a control: what the updates do with no information in them). Training rollouts sample at ``temperature``
-(each sample records it, and the trainer scores its tokens at the same one); evaluations by default at the base
-model's own temperature (its ``generation_config.json``, what the gateway serves a request that sets none: 0.7 for
-the tiny model), so that success is judged as users get it. The temperature alone moves it more than training has:
-the tiny model's base success in the terminal env is 0.29 at 1.0 and 0.48 at 0.7 (docs/RESULTS.md).
-``eval_temperature`` sets another.
+coin (a control: what the updates do with no information in them). Training rollouts and evaluations both sample
+by default at the base model's own temperature (its ``generation_config.json``, what the gateway serves a request
+that sets none: 0.7 for the tiny model), so that the policy is trained and judged as users get it; each step sample
+records its temperature and the trainer scores its tokens at the same one. The temperature alone moves success more
+than training has: the tiny model's base success in the terminal env is 0.29 at 1.0 and 0.48 at 0.7, and a policy
+trained at 1.0 lost success at 0.7 where one trained at 0.7 gained (docs/RESULTS.md). ``temperature`` and
+``eval_temperature`` set others.
 
 Results: ``experiments/<id>/results.parquet`` (the ``experiments`` view of ``openclaw-rl sql``: setting = env, method =
 reward mode, score = eval success rate, accuracy = mean outcome, degenerate_rate = invalid-action rate, phase
@@ -67,9 +68,10 @@ from openclaw_rl.settings import Settings, get_settings
 DEFAULT_LR = 1e-4
 DEFAULT_KL_BETA = 0.05
 DEFAULT_PPO_EPOCHS = 4
-# Of the training rollouts. Each step sample records its sampling temperature and the trainer divides the logits by
-# it, so any temperature stays on-policy; evaluations may use another (``eval_temperature``).
-TEMPERATURE = 1.0
+# Of the training rollouts: < 0, the base model's own (1.0 for a model without a generation_config.json). Each step
+# sample records its sampling temperature and the trainer divides the logits by it, so any temperature stays
+# on-policy; evaluations may use another (``eval_temperature``).
+TEMPERATURE = -1.0
 REWARDS = ("outcome", "outcome+process")
 ENVS = ("terminal", "swe", "toolcall", "gui")
 POLICIES = ("engine", "scripted")
@@ -100,8 +102,8 @@ class GeneralConfig:
     kl_beta: float = DEFAULT_KL_BETA
     ppo_epochs: int = DEFAULT_PPO_EPOCHS  # updates per train step; a ``trainer`` entry for it wins
     trainer: dict[str, Any] = field(default_factory=dict)  # other TrainingInput hyper-parameters
-    temperature: float = 1.0  # of the training rollouts, which the trainer scores at it (see TEMPERATURE)
-    eval_temperature: float = -1.0  # of the evaluations; < 0: the base model's own (else ``temperature``)
+    temperature: float = TEMPERATURE  # of the training rollouts, which the trainer scores at it
+    eval_temperature: float = -1.0  # of the evaluations; < 0: the base model's own (else 1.0)
     step_judge: str = "heuristic"  # activities.judges.STEP_JUDGES: heuristic, content or llm
     judge_url: str = ""  # llm step judge: an OpenAI-compatible endpoint; empty: the policy engine itself
     placebo: bool = False  # study control: the training outcome reward is a fair coin (success stays the env's)
@@ -166,12 +168,17 @@ class GeneralExperiment:
         self.runs: list[dict[str, Any]] = []
         self.model_temperature: float | None = None  # the base model's own, read once the base is known
 
+    def train_temperature(self) -> float:
+        """The training rollouts' temperature: ``temperature`` where set, else the base model's own, else 1.0."""
+        if self.cfg.temperature >= 0:
+            return self.cfg.temperature
+        return self.model_temperature if self.model_temperature is not None else 1.0
+
     def eval_temperature(self) -> float:
-        """The evaluations' temperature: ``eval_temperature`` where set, else the base model's own, else the training
-        rollouts'."""
+        """The evaluations' temperature: ``eval_temperature`` where set, else the base model's own, else 1.0."""
         if self.cfg.eval_temperature >= 0:
             return self.cfg.eval_temperature
-        return self.model_temperature if self.model_temperature is not None else self.cfg.temperature
+        return self.model_temperature if self.model_temperature is not None else 1.0
 
     def __enter__(self) -> GeneralExperiment:
         return self
@@ -216,7 +223,7 @@ class GeneralExperiment:
         from contracts.episode import EpisodeConfig
 
         cfg, s = self.cfg, self.s
-        temperature = self.eval_temperature() if evaluation else cfg.temperature
+        temperature = self.eval_temperature() if evaluation else self.train_temperature()
         # the placebo's coin is seeded per run: the two reward modes of one seed flip the same coins
         from activities.episode import PLACEBO_OPTION
 
@@ -421,7 +428,7 @@ class GeneralExperiment:
         summary = {"experiment": self.id, "env": self.cfg.env, "rewards": self.cfg.rewards, "steps": self.cfg.steps,
                    "seeds": list(self.cfg.seed_range()), "eval_tasks": len(self.eval_ids),
                    "eval_split": self.cfg.eval_split,
-                   "eval_temperature": self.eval_temperature(), "train_temperature": self.cfg.temperature,
+                   "eval_temperature": self.eval_temperature(), "train_temperature": self.train_temperature(),
                    **summarize_general(self.runs), "plot": str(plot), "results": results_url,
                    "folder": str(self.dir), "sql": samples_sql(self.id),
                    "temporal_ui": f"http://127.0.0.1:{self.s.temporal_ui_port}", "wall_s": round(wall_s, 1),
@@ -530,12 +537,14 @@ def general_command(
     ppo_epochs: Annotated[int, typer.Option(help="PPO epochs over each train step's samples (optimiser updates "
                                                  "per step)")] = DEFAULT_PPO_EPOCHS,
     trainer: Annotated[list[str] | None, typer.Option(help="another trainer hyper-parameter as KEY=VALUE")] = None,
-    temperature: Annotated[float, typer.Option(help="sampling temperature of the training rollouts (the trainer "
-                                                    "scores their tokens at the same one)")]
+    temperature: Annotated[float, typer.Option(help="sampling temperature of the training rollouts, which the "
+                                                    "trainer scores their tokens at (< 0: the base model's own, "
+                                                    "from its generation_config.json (0.7 for the tiny model); "
+                                                    "without one, 1.0)")]
     = TEMPERATURE,
     eval_temperature: Annotated[float, typer.Option(help="sampling temperature of the evaluations (< 0: "
                                                          "the base model's own, from its generation_config.json "
-                                                         "(0.7 for the tiny model); without one, --temperature)")]
+                                                         "(0.7 for the tiny model); without one, 1.0)")]
     = -1.0,
     step_judge: Annotated[str, typer.Option(help="step judge of outcome+process: heuristic (exit status), content "
                                                  "(tool results against the task) or llm")] = "heuristic",

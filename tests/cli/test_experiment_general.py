@@ -75,15 +75,21 @@ def test_episode_configs_of_training_and_evaluation(tmp_path: Path):
     assert (ev.reward, ev.votes, ev.temperature, ev.seed_by_task, ev.env_options) == ("outcome", 0, 0.7, True, {})
     assert (tr.reward, tr.votes, tr.temperature, tr.seed_by_task) == ("outcome+process", 2, 1.0, False)
     assert tr.env_options == {"outcome_placebo": 4}
-    exp.cfg.eval_temperature = -1.0  # by default the base model's own, read from its generation_config.json
-    assert exp._episode("outcome", 0, evaluation=True).temperature == 1.0  # before the base is known: training's
+    # by default both are the base model's own, read from its generation_config.json
+    exp.cfg.eval_temperature = exp.cfg.temperature = -1.0
+    assert exp._episode("outcome", 0, evaluation=True).temperature == 1.0  # before the base is known: 1.0
+    assert exp._episode("outcome", 0, evaluation=False).temperature == 1.0
     base = tmp_path / "base"
     base.mkdir()
     assert model_temperature(base) is None  # no generation_config.json: nothing recommended
     (base / "generation_config.json").write_text('{"temperature": 0.6, "top_k": 0}')
     exp.model_temperature = model_temperature(base)
     assert exp._episode("outcome", 0, evaluation=True).temperature == 0.6
-    assert exp._episode("outcome", 0, evaluation=False).temperature == 1.0  # training rollouts stay at 1.0
+    assert exp._episode("outcome", 0, evaluation=False).temperature == 0.6
+    exp.cfg.temperature = 1.0  # set: the training rollouts take it, the evaluations keep the model's own
+    assert (exp._episode("outcome", 0, evaluation=False).temperature,
+            exp._episode("outcome", 0, evaluation=True).temperature) == (1.0, 0.6)
+    assert GeneralConfig().temperature < 0  # the default: the model's own
 
 
 def test_placebo_reward_is_a_fair_coin():
