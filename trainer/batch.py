@@ -6,8 +6,9 @@ A sample is any object with ``prompt_ids``, ``response_ids``, ``rollout_logprobs
 dataclass has them all, and so do simple test doubles.
 
 Temperature: the engine returns ``log_softmax(logits / T)`` at the sampling temperature T, so a sample drawn at T is
-scored at T here too (``response_logprobs`` divides the logits by the row's T). Otherwise the PPO ratio of a token
-sampled at 0.7 would compare two different distributions, and its clip would act on that gap, not on the update.
+scored at T here too (``response_logprobs`` divides the logits by the row's T). Otherwise a sample drawn at 0.7 would
+be trained as if drawn at 1.0: its policy gradient, its KL and OPD terms and the train/serve check (pi_old against the
+rollout's log-probs) would all be of a distribution it was not sampled from.
 
 Layout: each row is ``prompt_ids + response_ids``, right-padded to the longest row (L). Response-aligned tensors are
 [B, T] with T the longest response; ``resp_index[i, t]`` is the position in the row of the logits that predict
