@@ -202,20 +202,21 @@ def env_table(summaries: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
                 "invalid_before": agg["invalid_action_rate_before"], "invalid_after": agg["invalid_action_rate_after"],
                 "train_steps": agg["train_steps"], "samples_trained": agg["samples_trained"],
                 "stopped_early": agg["stopped_early"], "wall_s": summary.get("wall_s"),
-                "eval_temperature": summary.get("eval_temperature")})
+                "eval_temperature": summary.get("eval_temperature"),
+                "train_temperature": summary.get("train_temperature")})
     return rows
 
 
 def format_env_table(rows: list[dict[str, Any]]) -> str:
     """The table as Markdown (what ``--env all`` prints and writes to ``table.md``)."""
     head = ("| env | reward | success before | after (± sd over seeds) | Δ | per seed | seeds above base | invalid "
-            "before → after | steps | samples | eval episodes | eval T | wall |")
+            "before → after | steps | samples | eval episodes | train T | eval T | wall |")
     lines = [head, "|" + "---|" * (head.count(" | ") + 1)]
     for r in rows:
         early = f" (seeds {', '.join(map(str, r['stopped_early']))} stopped: no signal)" if r["stopped_early"] else ""
         wall = "" if r["wall_s"] is None else f"{r['wall_s'] / 60:.0f} min"
         per_seed = ", ".join(f"{x:.2f}" for x in r["success_after_per_seed"])
-        temp = "" if r.get("eval_temperature") is None else f"{r['eval_temperature']:g}"
+        temp = " | ".join("" if r.get(k) is None else f"{r[k]:g}" for k in ("train_temperature", "eval_temperature"))
         lines.append(f"| {r['env']} | {r['reward']} | {r['success_before']:.3f} | {r['success_after']:.3f} ± "
                      f"{r['success_after_std']:.3f} | {r['delta']:+.3f} | {per_seed} | {r['seeds_above_base']}/"
                      f"{r['seeds']} | {r['invalid_before']:.3f} → {r['invalid_after']:.3f} | {r['train_steps']}{early} "

@@ -155,7 +155,8 @@ def test_env_table_rows_markdown_and_plot(tmp_path: Path):
     terminal = [{**_run("outcome", 0, 0.0, 0.0), "success_before": 0.0, "stopped_early": "no signal"}]
     for r in toolcall + terminal:
         r["eval_episodes"] = 100
-    summaries = {"toolcall": {**summarize_general(toolcall), "wall_s": 600.0, "eval_temperature": 0.7},
+    summaries = {"toolcall": {**summarize_general(toolcall), "wall_s": 600.0, "eval_temperature": 0.7,
+                             "train_temperature": 1.0},
                  "terminal": {**summarize_general(terminal), "wall_s": None}}
     rows = env_table(summaries)
     assert [(r["env"], r["reward"]) for r in rows] == [("toolcall", "outcome"), ("toolcall", "outcome+process"),
@@ -168,7 +169,8 @@ def test_env_table_rows_markdown_and_plot(tmp_path: Path):
     md = format_env_table(rows).splitlines()
     assert len(md) == 2 + len(rows) and all(line.count("|") == md[0].count("|") for line in md)
     assert "| toolcall | outcome+process | 0.500 | 0.700 ± 0.000 | +0.200 | 0.70 | 1/1 |" in md[3]
-    assert "stopped: no signal" in md[4] and "| 0.7 | 10 min |" in md[2] and "eval T" in md[0]
+    assert "stopped: no signal" in md[4] and "| 1 | 0.7 | 10 min |" in md[2] and "| train T | eval T |" in md[0]
+    assert "|  |  |  |" in md[4]  # a summary without temperatures leaves both cells empty
     plot = plot_env_table(rows, tmp_path / "table.png")
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
