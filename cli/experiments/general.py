@@ -103,7 +103,7 @@ class GeneralConfig:
     ppo_epochs: int = DEFAULT_PPO_EPOCHS  # updates per train step; a ``trainer`` entry for it wins
     trainer: dict[str, Any] = field(default_factory=dict)  # other TrainingInput hyper-parameters
     temperature: float = TEMPERATURE  # of the training rollouts, which the trainer scores at it
-    eval_temperature: float = -1.0  # of the evaluations; < 0: the base model's own (else 1.0)
+    eval_temperature: float = -1.0  # of the evaluations; < 0: the base model's own (else the training rollouts')
     step_judge: str = "heuristic"  # activities.judges.STEP_JUDGES: heuristic, content or llm
     judge_url: str = ""  # llm step judge: an OpenAI-compatible endpoint; empty: the policy engine itself
     placebo: bool = False  # study control: the training outcome reward is a fair coin (success stays the env's)
@@ -175,10 +175,11 @@ class GeneralExperiment:
         return self.model_temperature if self.model_temperature is not None else 1.0
 
     def eval_temperature(self) -> float:
-        """The evaluations' temperature: ``eval_temperature`` where set, else the base model's own, else 1.0."""
+        """The evaluations' temperature: ``eval_temperature`` where set, else the base model's own, else the training
+        rollouts'."""
         if self.cfg.eval_temperature >= 0:
             return self.cfg.eval_temperature
-        return self.model_temperature if self.model_temperature is not None else 1.0
+        return self.model_temperature if self.model_temperature is not None else self.train_temperature()
 
     def __enter__(self) -> GeneralExperiment:
         return self
@@ -544,7 +545,7 @@ def general_command(
     = TEMPERATURE,
     eval_temperature: Annotated[float, typer.Option(help="sampling temperature of the evaluations (< 0: "
                                                          "the base model's own, from its generation_config.json "
-                                                         "(0.7 for the tiny model); without one, 1.0)")]
+                                                         "(0.7 for the tiny model); without one, --temperature's)")]
     = -1.0,
     step_judge: Annotated[str, typer.Option(help="step judge of outcome+process: heuristic (exit status), content "
                                                  "(tool results against the task) or llm")] = "heuristic",

@@ -82,6 +82,9 @@ def test_episode_configs_of_training_and_evaluation(tmp_path: Path):
     base = tmp_path / "base"
     base.mkdir()
     assert model_temperature(base) is None  # no generation_config.json: nothing recommended
+    exp.cfg.temperature = 0.8  # and without one, the evaluations follow the training rollouts
+    assert exp._episode("outcome", 0, evaluation=True).temperature == 0.8
+    exp.cfg.temperature = -1.0
     (base / "generation_config.json").write_text('{"temperature": 0.6, "top_k": 0}')
     exp.model_temperature = model_temperature(base)
     assert exp._episode("outcome", 0, evaluation=True).temperature == 0.6
