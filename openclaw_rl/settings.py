@@ -19,6 +19,10 @@ DEV_SECRET = "dev-admin-key"  # the old built-in default: now refused, like any 
 PUBLIC_ADMIN_KEYS = frozenset({DEV_SECRET, "change-me"})  # publicly known values never accepted as the admin key
 
 
+# Linux scheduling policies of the services beside the gateway (``services_policy``; ``openclaw_rl.stack`` applies them)
+ServicesPolicy = Literal["normal", "batch", "idle"]
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="OPENCLAW_", env_file=".env", extra="ignore")
 
@@ -49,7 +53,7 @@ class Settings(BaseSettings):
     engine_urls: list[str] = Field(default_factory=list, description="policy engines; empty: the local engine")
     engine_nice: int = Field(default=0, ge=0, le=19, description="niceness of the local engine that `up` starts: on a "
                              "host it shares with the gateway and Temporal, a busy engine then yields the CPU to them")
-    services_policy: Literal["normal", "batch", "idle"] = Field(
+    services_policy: ServicesPolicy = Field(
         default="batch", description="Linux scheduling policy of Temporal, the local engine and the workers that `up` "
         "starts (elsewhere nothing changes). batch: waking, they do not preempt the gateway, which waits less for a "
         "CPU on a host the stack saturates; idle: they only get the CPU time that no normal process wants, so the "

@@ -20,11 +20,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import httpx
 
-from openclaw_rl.settings import Settings
+from openclaw_rl.settings import ServicesPolicy, Settings
 
 
 @dataclass
@@ -42,7 +42,7 @@ class Service:
     start_timeout_s: float = 60.0
     nice: int = 0  # added to the process's niceness before it starts (its threads and children inherit it)
     cpus: list[int] = field(default_factory=list)  # the CPUs it may run on, inherited the same way; empty: any
-    policy: str = "normal"  # Linux scheduling policy (normal, batch, idle), inherited the same way
+    policy: ServicesPolicy = "normal"  # Linux scheduling policy (settings.ServicesPolicy), inherited the same way
 
 
 def temporal_cli(s: Settings) -> str:
@@ -94,8 +94,8 @@ def worker_service(s: Settings, queues: str = "orchestrator,judge,env,trainer") 
                    policy=s.services_policy)
 
 
-# Linux only (elsewhere None: the policy is left as it is)
-POLICIES = {"normal": None, "batch": getattr(os, "SCHED_BATCH", None), "idle": getattr(os, "SCHED_IDLE", None)}
+# each settable policy's constant: SCHED_BATCH, SCHED_IDLE (Linux only); None (normal, or elsewhere): left as it is
+POLICIES = {p: None if p == "normal" else getattr(os, f"SCHED_{p.upper()}", None) for p in get_args(ServicesPolicy)}
 
 
 def _before_exec(nice: int, cpus: list[int], policy: str = "normal") -> Callable[[], None] | None:

@@ -137,8 +137,10 @@ class GeneralConfig:
                self.batch_size) < 1:
             raise ValueError("steps, seeds, tasks_per_rollout, episodes_per_task, eval_episodes and batch_size "
                              "must be >= 1")
-        if self.eval_split not in ("eval", "train"):
-            raise ValueError(f"unknown eval_split {self.eval_split!r}: eval or train")
+        from envs.base import SPLITS
+
+        if self.eval_split not in SPLITS:
+            raise ValueError(f"unknown eval_split {self.eval_split!r}: {' or '.join(SPLITS)}")
         if self.eval_tasks < 0 or self.max_steps < 0 or self.first_seed < 0:
             raise ValueError("eval_tasks, max_steps and first_seed must be >= 0")
         if self.ppo_epochs < 1 or self.eval_every < 0:
