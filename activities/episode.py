@@ -129,7 +129,13 @@ class EnvActivities:
 
     @activity.defn(name="env_tasks")
     def env_tasks(self, req: EnvTasksRequest) -> EnvTasksResult:
-        return EnvTasksResult(task_ids=task_suite(req.env).ids(req.split))  # type: ignore[arg-type]
+        suite = task_suite(req.env)
+        if req.fresh > 0:
+            try:
+                return EnvTasksResult(task_ids=suite.fresh(req.fresh, req.fresh_seed))
+            except ValueError as err:  # no fresh instances in this env: retrying will not make them
+                raise ApplicationError(str(err), type="FreshTasksUnavailable", non_retryable=True) from err
+        return EnvTasksResult(task_ids=suite.ids(req.split))  # type: ignore[arg-type]
 
     @activity.defn(name="env_reset")
     def env_reset(self, req: EnvResetRequest) -> EnvResetResult:

@@ -62,10 +62,16 @@ class EpisodeInput:
     config: EpisodeConfig = field(default_factory=EpisodeConfig)
 
 
+FRESH_SPLIT = "fresh"  # a rollout's split: fresh instances of the env's families (envs.base.TaskSuite.fresh)
+FRESH_TASKS = 16  # fresh instances per rollout where its sample_tasks is 0
+
+
 @dataclass
 class EnvTasksRequest:
     env: str = "terminal"
     split: str = "train"
+    fresh: int = 0  # > 0: this many fresh instances (TaskSuite.fresh) for fresh_seed instead of the split's tasks
+    fresh_seed: str = ""
 
 
 @dataclass
@@ -207,7 +213,9 @@ class EpisodeProgress:
 
 @dataclass
 class RolloutInput:
-    """n episodes of each task, compared within each task's group. ``tasks`` empty: the env's ``split``."""
+    """n episodes of each task, compared within each task's group. ``tasks`` empty: the env's ``split``, or with
+    ``split="fresh"`` (``FRESH_SPLIT``) ``sample_tasks`` (else ``FRESH_TASKS``) instances of the env's families made
+    for this rollout, which no other rollout and no eval task shares (the terminal and SWE envs)."""
 
     run: str = "default"
     env: str = "terminal"

@@ -142,24 +142,96 @@ class Env(Protocol):
     def close(self) -> None: ...
 
 
-class TaskSuite:
-    """An ordered, immutable set of tasks with unique ids."""
+FRESH_MARK = "~"  # a fresh instance's id: <family>~<key>
 
-    def __init__(self, name: str, tasks: Iterable[Task]) -> None:
+
+class TaskSuite:
+    """An ordered, immutable set of tasks with unique ids.
+
+    A suite whose tasks come from procedural families may also make *fresh* instances: ``variant(family, key)`` gives
+    the instance of ``family`` for ``key`` from a seed space the suite's own tasks never use, with the id
+    ``<family>~<key>`` and the train split. ``fresh(n, seed)`` draws n such ids (n different families where there are
+    as many), never one whose instruction is an eval task's; ``get`` makes the task again from its id. Training on
+    fresh instances, the policy never sees the same training task twice, so it can learn the families without
+    fitting a fixed set of instances."""
+
+    def __init__(self, name: str, tasks: Iterable[Task], variant: Callable[[str, str], Task] | None = None,
+                 families: Sequence[str] = ()) -> None:
         self.name = name
         self._tasks = {t.task_id: t for t in tasks}
         for t in self._tasks.values():
             if t.split not in SPLITS:
                 raise ValueError(f"task {t.task_id}: split {t.split!r} is not one of {SPLITS}")
+        if (variant is None) != (not families):
+            raise ValueError("a suite with fresh instances needs both variant and families")
+        self._variant, self.families = variant, tuple(families)
+        self._made: dict[str, Task] = {}  # fresh instances made so far (bounded: see _fresh_task)
+        self._eval_instructions: frozenset[str] | None = None
 
     def __len__(self) -> int:
         return len(self._tasks)
+
+    @property
+    def can_make_fresh(self) -> bool:
+        return self._variant is not None
 
     def get(self, task_id: str) -> Task:
         try:
             return self._tasks[task_id]
         except KeyError:
-            raise KeyError(f"suite {self.name!r} has no task {task_id!r}") from None
+            pass
+        family, mark, key = task_id.partition(FRESH_MARK)
+        if self._variant is not None and mark and family in self.families and key:
+            return self._fresh_task(task_id, family, key)
+        raise KeyError(f"suite {self.name!r} has no task {task_id!r}")
+
+    def _held_out(self, task: Task) -> bool:
+        if self._eval_instructions is None:
+            self._eval_instructions = frozenset(t.instruction for t in self.tasks("eval"))
+        return task.instruction in self._eval_instructions
+
+    def _fresh_task(self, task_id: str, family: str, key: str) -> Task:
+        task = self._made.get(task_id)
+        if task is None:
+            assert self._variant is not None
+            task = self._variant(family, key)
+            if task.task_id != task_id:
+                raise ValueError(f"suite {self.name!r}: variant({family!r}, {key!r}) made {task.task_id!r}")
+            if self._held_out(task):
+                raise KeyError(f"suite {self.name!r}: {task_id!r} is an eval task's instance")
+            if len(self._made) >= 4096:
+                self._made.clear()
+            self._made[task_id] = task
+        return task
+
+    def fresh(self, n: int, seed: str) -> list[str]:
+        """n fresh task ids for ``seed`` (the same ids for the same seed): the families in a random order, cycled
+        where n exceeds them, each instance's key ``<seed>-<i>``; where that instance asks what an eval task asks
+        (families with few parameters do), the next key of the same family."""
+        if self._variant is None:
+            raise ValueError(f"suite {self.name!r} makes no fresh instances")
+        if n < 1 or not seed or FRESH_MARK in seed:
+            raise ValueError(f"fresh instances need n >= 1 and a seed without {FRESH_MARK!r}")
+        rng = random.Random(f"{self.name}:fresh:{seed}")
+        order: list[str] = []
+        out: list[str] = []
+        i = 0
+        while len(out) < n:
+            if not order:
+                order = rng.sample(self.families, len(self.families))
+            family = order.pop()
+            for _ in range(1000):
+                task_id = f"{family}{FRESH_MARK}{seed}-{i}"
+                i += 1
+                try:
+                    self.get(task_id)
+                except KeyError:  # an eval task's instruction: another key
+                    continue
+                out.append(task_id)
+                break
+            else:
+                raise ValueError(f"suite {self.name!r}: family {family!r} makes only eval tasks' instructions")
+        return out
 
     def ids(self, split: Split | None = None) -> list[str]:
         return [t.task_id for t in self._tasks.values() if split is None or t.split == split]

@@ -6,7 +6,9 @@
     signal the run's TrainingWorkflow (samples_available)
 
 ``sample_tasks`` k > 0 runs k of the tasks, chosen with ``workflow.random()`` (a deterministic choice per rollout
-execution), so that each rollout of a training run sees a different slice of the split. ``write_samples`` false makes
+execution), so that each rollout of a training run sees a different slice of the split. ``split="fresh"`` runs k
+instances of the env's families made for this rollout alone (``TaskSuite.fresh``: ids ``<family>~<key>``, from
+``sample_seed`` and ``sample_round`` where the seed is set), never an eval task's. ``write_samples`` false makes
 it an evaluation: the episodes run and are judged, nothing is written or trained. A
 TrainingWorkflow given ``rollout`` starts these itself as children (ids ``rollout/<run>/r<k>``), see training.py.
 
@@ -32,6 +34,8 @@ with workflow.unsafe.imports_passed_through():
     from activities.episode import EnvActivities, EpisodeActivities
     from contracts.episode import (
         EPISODE_WORKFLOW,
+        FRESH_SPLIT,
+        FRESH_TASKS,
         ROLLOUT_WORKFLOW,
         EnvTasksRequest,
         EnvTasksResult,
@@ -83,8 +87,13 @@ class RolloutWorkflow:
         cfg = replace(inp.episode, run=inp.run, env=inp.env)
         tasks = list(inp.tasks)
         if not tasks:
+            request = EnvTasksRequest(env=inp.env, split=inp.split)
+            if inp.split == FRESH_SPLIT:  # the ids are in history, so a replay sees the same ones
+                request.fresh = inp.sample_tasks if inp.sample_tasks > 0 else FRESH_TASKS
+                request.fresh_seed = (f"s{inp.sample_seed}r{inp.sample_round}" if inp.sample_seed
+                                      else workflow.uuid4().hex[:12])
             found: EnvTasksResult = await workflow.execute_activity_method(
-                EnvActivities.env_tasks, EnvTasksRequest(env=inp.env, split=inp.split),
+                EnvActivities.env_tasks, request,
                 task_queue=cfg.env_queue, start_to_close_timeout=timedelta(seconds=60), retry_policy=IO_RETRY)
             tasks = found.task_ids
         if 0 < inp.sample_tasks < len(tasks):  # both choices are the same on replay

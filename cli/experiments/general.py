@@ -74,6 +74,7 @@ DEFAULT_PPO_EPOCHS = 4
 TEMPERATURE = -1.0
 REWARDS = ("outcome", "outcome+process")
 ENVS = ("terminal", "swe", "toolcall", "gui")
+TRAIN_TASKS = ("split", "fresh")
 POLICIES = ("engine", "scripted")
 NO_SIGNAL_ROLLOUTS = 4  # rollouts in a row without a train step: the run has no learning signal, stop it
 HELD_OUT = "held_out"  # phase of the evaluations during training (``eval_every``)
@@ -94,6 +95,10 @@ class GeneralConfig:
     # the split evaluated: "eval" (held out: the figures), or "train", a diagnostic of what training learnt on the
     # tasks it saw against what carried over to held-out ones
     eval_split: str = "eval"
+    # what training rollouts draw from: "split", the env's train split (fixed instances, drawn again and again), or
+    # "fresh", new instances of the same families for every rollout (TaskSuite.fresh; terminal and SWE), so the policy
+    # cannot fit a fixed set of training tasks
+    train_tasks: str = "split"
     eval_episodes: int = 1  # per eval task
     max_steps: int = 0  # per episode; 0: the env's own
     lr: float = DEFAULT_LR
@@ -141,6 +146,15 @@ class GeneralConfig:
 
         if self.eval_split not in SPLITS:
             raise ValueError(f"unknown eval_split {self.eval_split!r}: {' or '.join(SPLITS)}")
+        if self.train_tasks not in TRAIN_TASKS:
+            raise ValueError(f"unknown train_tasks {self.train_tasks!r}: {' or '.join(TRAIN_TASKS)}")
+        if self.train_tasks == "fresh":
+            from envs.base import task_suite
+
+            if not task_suite(self.env).can_make_fresh:
+                fresh = [e for e in ENVS if task_suite(e).can_make_fresh]
+                raise ValueError(f"env {self.env!r} makes no fresh instances; train_tasks fresh works for "
+                                 f"{', '.join(fresh)}")
         if self.eval_tasks < 0 or self.max_steps < 0 or self.first_seed < 0:
             raise ValueError("eval_tasks, max_steps and first_seed must be >= 0")
         if self.ppo_epochs < 1 or self.eval_every < 0:
@@ -366,7 +380,10 @@ class GeneralExperiment:
         )
 
         cfg = self.cfg
-        rollout = RolloutInput(env=cfg.env, split="train", n=cfg.episodes_per_task, max_parallel=cfg.max_parallel,
+        from contracts.episode import FRESH_SPLIT
+
+        split = FRESH_SPLIT if cfg.train_tasks == "fresh" else "train"
+        rollout = RolloutInput(env=cfg.env, split=split, n=cfg.episodes_per_task, max_parallel=cfg.max_parallel,
                                episode=self._episode(reward, seed, evaluation=False),
                                sample_tasks=cfg.tasks_per_rollout, sample_seed=seed + 1,  # same tasks per mode
                                process_weight=cfg.process_weight if reward == "outcome+process" else -1.0)
@@ -430,7 +447,7 @@ class GeneralExperiment:
         self.store.put_bytes(f"experiments/{self.id}/curve.png", plot.read_bytes())
         summary = {"experiment": self.id, "env": self.cfg.env, "rewards": self.cfg.rewards, "steps": self.cfg.steps,
                    "seeds": list(self.cfg.seed_range()), "eval_tasks": len(self.eval_ids),
-                   "eval_split": self.cfg.eval_split,
+                   "eval_split": self.cfg.eval_split, "train_tasks": self.cfg.train_tasks,
                    "eval_temperature": self.eval_temperature(), "train_temperature": self.train_temperature(),
                    **summarize_general(self.runs), "plot": str(plot), "results": results_url,
                    "folder": str(self.dir), "sql": samples_sql(self.id),
@@ -532,6 +549,9 @@ def general_command(
     eval_tasks: Annotated[int, typer.Option(help="the first K tasks of the eval split (0: all of it)")] = 0,
     eval_split: Annotated[str, typer.Option(help="the split evaluated: eval (held out) or train (a diagnostic: "
                                                  "what training learnt on the tasks it saw)")] = "eval",
+    train_tasks: Annotated[str, typer.Option(help="what training rollouts draw: split (the env's train split) or "
+                                                  "fresh (new instances of its families every rollout; terminal, "
+                                                  "swe)")] = "split",
     eval_episodes: Annotated[int, typer.Option(help="episodes per eval task")] = 1,
     max_steps: Annotated[int, typer.Option(help="steps per episode (0: the env's own)")] = 0,
     lr: Annotated[float, typer.Option(help="learning rate (the paper's 1e-6 is for 4B+ models)")] = DEFAULT_LR,
@@ -585,8 +605,8 @@ def general_command(
     cfg = GeneralConfig(env=envs[0], rewards=_split(reward), steps=steps, seeds=seeds,
                         first_seed=first_seed, tasks_per_rollout=tasks_per_rollout,
                         episodes_per_task=episodes_per_task, eval_tasks=eval_tasks, eval_episodes=eval_episodes,
-                        eval_split=eval_split, max_steps=max_steps, lr=lr, batch_size=batch_size, kl_beta=kl_beta,
-                        ppo_epochs=ppo_epochs,
+                        eval_split=eval_split, train_tasks=train_tasks, max_steps=max_steps, lr=lr,
+                        batch_size=batch_size, kl_beta=kl_beta, ppo_epochs=ppo_epochs,
                         trainer=_parse_trainer(trainer or []), temperature=temperature,
                         eval_temperature=eval_temperature, step_judge=step_judge, judge_url=judge_url, placebo=placebo,
                         eval_every=eval_every, alarm_margin=alarm_margin, max_new_tokens=max_new_tokens,
@@ -601,6 +621,10 @@ def general_command(
     for other in envs[1:]:
         if other not in ENVS:
             raise typer.BadParameter(f"unknown env {other!r}; choose from {', '.join(ENVS)}, or all")
+        try:
+            replace(cfg, env=other).validate()  # before the first env's runs, not after them
+        except ValueError as e:
+            raise typer.BadParameter(str(e)) from None
     typer.echo(f"general experiment: {json.dumps({**asdict(cfg), 'env': env})}", err=True)
     interrupt_on_sigterm()
     try:

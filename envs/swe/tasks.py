@@ -45,9 +45,11 @@ def _family_tasks() -> list[Task]:
             for fam in FAMILIES for k in range(INSTANCES)]
 
 
-SUITE = TaskSuite("swe", [*(_task(r) for r in REPOS), *_family_tasks()])
-
-
 def variant(family: str, key: int | str) -> Task:
-    """An instance of ``family`` from the seed space that the suite never uses (``swe-variant:``)."""
+    """An instance of ``family`` from the seed space that the suite never uses (``swe-variant:``); the suite's fresh
+    instances (``TaskSuite.fresh``) are these."""
     return _instance(FAMILY_BY_NAME[family], f"swe-variant:{family}:{key}", f"{family}~{key}", "train")
+
+
+SUITE = TaskSuite("swe", [*(_task(r) for r in REPOS), *_family_tasks()], variant=variant,
+                  families=[f.name for f in FAMILIES])

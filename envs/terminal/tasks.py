@@ -8,7 +8,9 @@ numbers and contents), not whether it remembers one command. A task's check read
 is wrong; its ``solution`` is a list of commands that solves it (the reference; the tests run every one of them and
 check that doing nothing fails).
 
-``variant(family, key)`` makes an instance from another seed space, for training data that must not be an eval task.
+``variant(family, key)`` makes an instance from another seed space, for training data that must not be an eval task:
+the corpus's rows, and the suite's fresh instances (``TaskSuite.fresh``: ``<family>~<key>``) that training rollouts can
+draw instead of the train split.
 """
 
 from __future__ import annotations
@@ -51,10 +53,10 @@ def _tasks() -> list[Task]:
     return out
 
 
-SUITE = TaskSuite("terminal", _tasks())
-
-
 def variant(family: str, key: int | str) -> Task:
     """An instance of ``family`` from the seed space that the suite never uses (``terminal-variant:``)."""
     fam = FAMILY_BY_NAME[family]
     return _task(fam, fam.make(random.Random(f"terminal-variant:{family}:{key}")), f"{family}~{key}", "train")
+
+
+SUITE = TaskSuite("terminal", _tasks(), variant=variant, families=[f.name for f in FAMILIES])

@@ -105,6 +105,20 @@ def test_every_family_instance_fails_unfixed_and_passes_with_its_fix():
             assert fixed == Verdict(True, f"all {repo.test_count} tests passed"), (repo.name, fixed.why)
 
 
+def test_fresh_instances_are_family_repos_that_fail_unfixed_and_pass_fixed():
+    ids = SUITE.fresh(len(FAMILIES), "s2r5")
+    assert ids == SUITE.fresh(len(FAMILIES), "s2r5") and not set(ids) & set(SUITE.ids())
+    assert {i.partition("~")[0] for i in ids} == {f.name for f in FAMILIES}  # each family once
+    held_out = {t.instruction for t in SUITE.tasks("eval")}
+    config = SweConfig()
+    for task_id in ids[:4]:
+        task = SUITE.get(task_id)
+        repo: SweRepo = task.data
+        assert task.split == "train" and repo.name == task_id and task.instruction not in held_out
+        assert not grade(repo, {p: s.encode() for p, s in repo.files.items()}, config.sandbox, 30.0).passed
+        assert grade(repo, {p: s.encode() for p, s in repo.fixed_files().items()}, config.sandbox, 30.0).passed
+
+
 def test_reset_step_evaluate(env):
     obs = env.reset(task("wordwrap-last-line"))
     assert obs.startswith("wrap() loses text.") and "wrapper/wrap.py" in obs and "tests/test_wrap.py" in obs

@@ -50,6 +50,42 @@ def test_suite_shape():
     assert isinstance(make_env("terminal"), Env)
 
 
+def test_fresh_instances_are_new_reproducible_and_never_an_eval_task():
+    ids = SUITE.fresh(50, "s3r1")
+    assert ids == SUITE.fresh(50, "s3r1") and not set(ids) & set(SUITE.fresh(50, "s3r2"))
+    assert len(set(ids)) == 50 and not set(ids) & set(SUITE.ids())
+    families = [i.partition("~")[0] for i in ids]
+    assert len(set(families[: len(FAMILIES)])) == len(FAMILIES)  # every family once before any twice
+    held_out = {t.instruction for t in SUITE.tasks("eval")}
+    for task_id, family in zip(ids, families):
+        task = SUITE.get(task_id)
+        assert task.task_id == task_id and task.split == "train" and task.tags[1] == family
+        assert task.instruction not in held_out
+        assert task.instruction == variant(family, task_id.partition("~")[2]).instruction
+    assert SUITE.get(ids[0]) is SUITE.get(ids[0])  # made once
+    for bad in ("no_such_family~s3r1-0", "count_lines~", "count_lines-9"):
+        with pytest.raises(KeyError, match="has no task"):
+            SUITE.get(bad)
+    with pytest.raises(ValueError, match="makes no fresh instances"):
+        task_suite("toolcall").fresh(2, "s1r1")
+    with pytest.raises(ValueError, match="a seed without"):
+        SUITE.fresh(2, "a~b")
+    with pytest.raises(KeyError, match="has no task"):
+        task_suite("toolcall").get("chain_sum~s1r1-0")
+    env = TerminalEnv()
+    try:  # a fresh instance is a task like the others: its reference solves it, nothing does not
+        for task_id in ids[:6]:
+            task = SUITE.get(task_id)
+            env.reset(task)
+            assert not env.evaluate().success
+            env.reset(task)
+            for command in task.data.solution:
+                assert env.step(bash(command)).info["exit_status"] == 0, (task_id, command)
+            assert env.evaluate().success, task_id
+    finally:
+        env.close()
+
+
 def test_every_task_is_solved_by_its_reference_and_not_by_nothing():
     env = TerminalEnv()
     try:
