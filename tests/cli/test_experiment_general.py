@@ -29,7 +29,7 @@ def test_config_rejects_unknown_env_reward_and_policy():
     GeneralConfig(eval_split="train").validate()
     for env in ("terminal", "swe"):
         GeneralConfig(env=env, train_tasks="fresh").validate()
-    with pytest.raises(ValueError, match="toolcall' makes no fresh instances; train_tasks fresh works for terminal, swe"):
+    with pytest.raises(ValueError, match="makes no fresh instances; train_tasks fresh works for terminal, swe"):
         GeneralConfig(env="toolcall", train_tasks="fresh").validate()
     with pytest.raises(ValueError, match="unknown train_tasks"):
         GeneralConfig(train_tasks="all").validate()
