@@ -50,7 +50,7 @@ from contracts.episode import (
     StepJudgeRequest,
     episode_workflow_id,
 )
-from envs.sandbox import processes_of_uid
+from envs.sandbox import SandboxConfig, _proc_table, processes_of_uid
 from openclaw_rl.policy_client import PolicyClient
 from openclaw_rl.samples import SampleReader
 from rlcore.general import Trajectory, step_index_advantages, step_reward
@@ -340,6 +340,8 @@ async def test_env_worker_killed_mid_episode_restarts_the_episode(temporal_env, 
                 assert time.monotonic() < deadline, log.read_text()[-2000:]
                 await asyncio.sleep(0.1)
             first_queue = next(r["task_queue"] for name, r in calls if name == "env_reset")
+            killed_uids = sandbox_uids_under(proc.pid)  # its episode's sandbox: the shell runs between steps
+            assert killed_uids, "no sandbox process under the env worker"
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
             pool = stack.enter_context(ThreadPoolExecutor(max_workers=8))
@@ -355,9 +357,26 @@ async def test_env_worker_killed_mid_episode_restarts_the_episode(temporal_env, 
     assert final.worker_queue == acts.worker_queue != first_queue
     assert all("/attempt=1/" in s.record_ref for s in result.steps)
     assert [s.index for s in result.steps] == list(range(len(result.steps))) and len(result.steps) == 3
-    # the killed worker's sandbox died with it: no process of any sandbox uid is left
-    leftovers = [p for uid in range(200_000, 200_000 + 4096) for p in processes_of_uid(uid)]
-    assert leftovers == []
+    # the killed worker's sandbox died with it: no process of its uid is left (other sandboxes on the host, of
+    # another test or experiment, are not this test's business)
+    assert [p for uid in killed_uids for p in processes_of_uid(uid)] == []
+
+
+def sandbox_uids_under(pid: int) -> set[int]:
+    """The sandbox uids (``SandboxConfig``'s range) of the processes descending from ``pid``."""
+    config = SandboxConfig()
+    table = _proc_table()
+    children: dict[int, list[int]] = {}
+    for child, (parent, _) in table.items():
+        children.setdefault(parent, []).append(child)
+    uids, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            uid = table[child][1]
+            if config.uid_base <= uid < config.uid_base + config.uid_count:
+                uids.add(uid)
+            todo.append(child)
+    return uids
 
 
 class StaleEnvActivities(EnvActivities):
