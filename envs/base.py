@@ -185,26 +185,19 @@ class TaskSuite:
             return self._fresh_task(task_id, family, key)
         raise KeyError(f"suite {self.name!r} has no task {task_id!r}")
 
-    def asks_as_eval(self, task: Task) -> bool:
-        """Whether ``task`` asks what one of the eval tasks asks (the same instruction): training must not show it."""
+    def _held_out(self, task: Task) -> bool:
         if self._eval_instructions is None:
             self._eval_instructions = frozenset(t.instruction for t in self.tasks("eval"))
         return task.instruction in self._eval_instructions
 
-    def variant(self, family: str, key: int | str) -> Task:
-        """The instance of ``family`` for ``key`` from the seed space the suite's own tasks never use (made, not
-        checked: see ``asks_as_eval``)."""
-        if self._variant is None:
-            raise ValueError(f"suite {self.name!r} makes no fresh instances")
-        return self._variant(family, str(key))
-
     def _fresh_task(self, task_id: str, family: str, key: str) -> Task:
         task = self._made.get(task_id)
         if task is None:
-            task = self.variant(family, key)
+            assert self._variant is not None
+            task = self._variant(family, key)
             if task.task_id != task_id:
                 raise ValueError(f"suite {self.name!r}: variant({family!r}, {key!r}) made {task.task_id!r}")
-            if self.asks_as_eval(task):
+            if self._held_out(task):
                 raise KeyError(f"suite {self.name!r}: {task_id!r} is an eval task's instance")
             if len(self._made) >= 4096:
                 self._made.clear()

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import random
-
-from envs.base import Task, TaskSuite
+from collections.abc import Callable, Sequence
+from typing import Any
 
 
 def episode_messages(system: str, first: str, turns: list[tuple[str, str]]) -> list[dict[str, str]]:
@@ -18,10 +18,15 @@ def episode_messages(system: str, first: str, turns: list[tuple[str, str]]) -> l
     return msgs
 
 
-def fresh_variant(rng: random.Random, suite: TaskSuite) -> Task:
-    """An instance of one of ``suite``'s families from the seed space the suite never uses (``TaskSuite.variant``),
-    drawn with ``rng``, that asks what no eval task asks: the rows never show an eval task."""
+_HELD_OUT: dict[str, frozenset[str]] = {}
+
+
+def fresh_variant(rng: random.Random, suite: Any, families: Sequence[Any], variant: Callable[[str, int], Any]) -> Any:
+    """An instance of one of ``families`` from the seed space the suite never uses (``variant``), drawn with ``rng``,
+    whose instruction is no eval task's of ``suite``: the rows never show an eval task."""
+    if suite.name not in _HELD_OUT:
+        _HELD_OUT[suite.name] = frozenset(t.instruction for t in suite.tasks("eval"))
     while True:
-        task = suite.variant(rng.choice(suite.families), rng.randrange(1 << 30))
-        if not suite.asks_as_eval(task):
+        task = variant(rng.choice(families).name, rng.randrange(1 << 30))
+        if task.instruction not in _HELD_OUT[suite.name]:
             return task

@@ -205,9 +205,9 @@ def swe_episode(rng: random.Random) -> dict[str, Any]:
     system prompt, as the env gives it; ``task`` names the instance (``<family>~<key>``, see ``variant``)."""
     from envs.swe.actions import format_action, parse_action
     from envs.swe.env import SYSTEM_PROMPT
-    from envs.swe.tasks import SUITE
+    from envs.swe.tasks import FAMILIES, SUITE, variant
 
-    task = fresh_variant(rng, SUITE)
+    task = fresh_variant(rng, SUITE, FAMILIES, variant)
     repo = task.data
     fix = repo.fix[0]
     files = dict(repo.files)

@@ -95,9 +95,9 @@ def terminal_episode(rng: random.Random) -> dict[str, Any]:
     system prompt, as the env gives it; ``task`` names the instance (``<family>~<key>``, see ``variant``)."""
     from envs.terminal.actions import format_action, parse_action
     from envs.terminal.env import SYSTEM_PROMPT
-    from envs.terminal.tasks import SUITE
+    from envs.terminal.tasks import FAMILIES, SUITE, variant
 
-    task = fresh_variant(rng, SUITE)
+    task = fresh_variant(rng, SUITE, FAMILIES, variant)
     data = task.data
     shape = rng.choices(list(SHAPES), list(SHAPES.values()))[0]
     if shape == "verify" and (any(c.startswith("cd ") for c in data.solution)
