@@ -52,6 +52,7 @@ from contracts.episode import (
 from envs.base import Env, make_env, scripted_policy, task_suite
 from openclaw_rl.policy_client import PolicyEngineError, SamplingParams
 from openclaw_rl.versions import policy_version_of
+from rlcore.curriculum import CURRICULA, mixed_weights
 from rlcore.judging import Vote, parse_score
 
 
@@ -132,7 +133,14 @@ class EnvActivities:
         suite = task_suite(req.env)
         if req.fresh > 0:
             try:
-                return EnvTasksResult(task_ids=suite.fresh(req.fresh, req.fresh_seed))
+                weights = None
+                if req.curriculum == "mixed":
+                    weights = mixed_weights(suite.families, req.family_history)
+                    if len(set(weights.values())) == 1:  # nothing learnt yet: the uniform draw, as without one
+                        weights = None
+                elif req.curriculum not in ("", "none"):
+                    raise ValueError(f"unknown curriculum {req.curriculum!r}: one of {', '.join(CURRICULA)}")
+                return EnvTasksResult(task_ids=suite.fresh(req.fresh, req.fresh_seed, weights))
             except ValueError as err:  # no fresh instances in this env: retrying will not make them
                 raise ApplicationError(str(err), type="FreshTasksUnavailable", non_retryable=True) from err
         return EnvTasksResult(task_ids=suite.ids(req.split))  # type: ignore[arg-type]

@@ -72,6 +72,10 @@ class EnvTasksRequest:
     split: str = "train"
     fresh: int = 0  # > 0: this many fresh instances (TaskSuite.fresh) for fresh_seed instead of the split's tasks
     fresh_seed: str = ""
+    # "mixed": fresh instances drawn by rlcore.curriculum.mixed_weights over family_history (family -> recent
+    # [successes, episodes] pairs of the run's training groups); "none" or "": every family alike
+    curriculum: str = ""
+    family_history: dict[str, list[list[int]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -234,6 +238,10 @@ class RolloutInput:
     # < 0: the paper's A_t = z-score of r_t = o + mean(votes) in its bucket; >= 0: the outcome and the votes
     # normalised apart, A_t = A(o) + process_weight * A(votes) (rlcore.outcome_process_advantages)
     process_weight: float = -1.0
+    # with split="fresh": "mixed" draws the families whose recent training groups split more often
+    # (rlcore.curriculum); family_history is filled in by the run's TrainingWorkflow from its earlier rollouts
+    curriculum: str = ""
+    family_history: dict[str, list[list[int]]] = field(default_factory=dict)
 
 
 @dataclass

@@ -207,6 +207,8 @@ class TrainingInput:
     recent_steps: list[StepSummary] = field(default_factory=list)  # the last few steps, for `status`
     rollouts_started: int = 0
     recent_rollouts: list[RolloutSummary] = field(default_factory=list)  # the last few rollouts, for `status`
+    # fresh rollouts with a curriculum: family -> its last training groups' [successes, episodes]
+    family_history: dict[str, list[list[int]]] = field(default_factory=dict)
 
 
 @dataclass

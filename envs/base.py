@@ -24,7 +24,7 @@ import importlib
 import json
 import random
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -204,21 +204,36 @@ class TaskSuite:
             self._made[task_id] = task
         return task
 
-    def fresh(self, n: int, seed: str) -> list[str]:
-        """n fresh task ids for ``seed`` (the same ids for the same seed): the families in a random order, cycled
-        where n exceeds them, each instance's key ``<seed>-<i>``; where that instance asks what an eval task asks
-        (families with few parameters do), the next key of the same family."""
+    def fresh(self, n: int, seed: str, weights: Mapping[str, float] | None = None) -> list[str]:
+        """n fresh task ids for ``seed`` (the same ids for the same seed and weights): the families in a random
+        order, cycled where n exceeds them, each instance's key ``<seed>-<i>``; where that instance asks what an eval
+        task asks (families with few parameters do), the next key of the same family.
+
+        ``weights`` (family -> weight > 0, one for every family) makes the order a weighted draw without replacement
+        (each family's key u ** (1 / w), u uniform in (0, 1), highest first: Efraimidis and Spirakis, 2006), so a
+        family of weight 2 comes early about twice as often as one of weight 1; without them every order is as
+        likely, as before weights existed (the same ids for the same seed)."""
         if self._variant is None:
             raise ValueError(f"suite {self.name!r} makes no fresh instances")
         if n < 1 or not seed or FRESH_MARK in seed:
             raise ValueError(f"fresh instances need n >= 1 and a seed without {FRESH_MARK!r}")
+        if weights is not None:
+            missing = [f for f in self.families if f not in weights]
+            bad = [f for f in self.families if f in weights and not weights[f] > 0]
+            if missing or bad:
+                raise ValueError(f"suite {self.name!r}: fresh weights need every family, each > 0 "
+                                 f"(missing {missing[:5]}, not > 0 {bad[:5]})")
         rng = random.Random(f"{self.name}:fresh:{seed}")
         order: list[str] = []
         out: list[str] = []
         i = 0
         while len(out) < n:
             if not order:
-                order = rng.sample(self.families, len(self.families))
+                if weights is None:
+                    order = rng.sample(self.families, len(self.families))
+                else:  # popped from the end: the highest key last
+                    keys = {f: rng.random() ** (1.0 / weights[f]) for f in self.families}
+                    order = sorted(self.families, key=lambda f: (keys[f], f))
             family = order.pop()
             for _ in range(1000):
                 task_id = f"{family}{FRESH_MARK}{seed}-{i}"

@@ -7,6 +7,7 @@ trainer, the workflows' activities and the tests can all import it cheaply.
 - ``advantages``: binary, OPD and combined per-token advantages.
 - ``judging``: ``\\boxed{}`` vote parsing, majority vote, hint votes, hint injection, the emission rule.
 - ``general``: general-track step reward o + mean(PRM) and (group, step index) normalisation.
+- ``curriculum``: which task families a fresh training rollout draws (the ones whose groups still split).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ _HOME = {
     "binary_advantages": "advantages", "combined_advantages": "advantages", "opd_advantages": "advantages",
     "Trajectory": "general", "outcome_process_advantages": "general", "step_index_advantages": "general",
     "step_reward": "general",
+    "mixed_weights": "curriculum", "record_groups": "curriculum",
     "HINT_MARKER": "judging", "Emission": "judging", "HintResult": "judging", "HintVote": "judging", "Vote": "judging",
     "VoteResult": "judging", "decide_emission": "judging", "inject_hint": "judging", "judge_votes": "judging",
     "last_boxed": "judging", "majority": "judging", "parse_choice": "judging", "parse_hint_vote": "judging",
@@ -55,10 +57,12 @@ __all__ = [
     "last_boxed",
     "majority",
     "masked_mean",
+    "mixed_weights",
     "opd_advantages",
     "parse_choice",
     "parse_hint_vote",
     "parse_score",
+    "record_groups",
     "policy_loss",
     "select_hint",
     "outcome_process_advantages",

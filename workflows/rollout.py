@@ -8,7 +8,9 @@
 ``sample_tasks`` k > 0 runs k of the tasks, chosen with ``workflow.random()`` (a deterministic choice per rollout
 execution), so that each rollout of a training run sees a different slice of the split. ``split="fresh"`` runs k
 instances of the env's families made for this rollout alone (``TaskSuite.fresh``: ids ``<family>~<key>``, from
-``sample_seed`` and ``sample_round`` where the seed is set), never an eval task's. ``write_samples`` false makes
+``sample_seed`` and ``sample_round`` where the seed is set), never an eval task's; with ``curriculum="mixed"`` the
+families whose recent training groups split (``family_history``, kept by the TrainingWorkflow) are drawn more often
+(``rlcore.curriculum``). ``write_samples`` false makes
 it an evaluation: the episodes run and are judged, nothing is written or trained. A
 TrainingWorkflow given ``rollout`` starts these itself as children (ids ``rollout/<run>/r<k>``), see training.py.
 
@@ -92,6 +94,8 @@ class RolloutWorkflow:
                 request.fresh = inp.sample_tasks if inp.sample_tasks > 0 else FRESH_TASKS
                 request.fresh_seed = (f"s{inp.sample_seed}r{inp.sample_round}" if inp.sample_seed
                                       else workflow.uuid4().hex[:12])
+                request.curriculum = inp.curriculum
+                request.family_history = inp.family_history
             found: EnvTasksResult = await workflow.execute_activity_method(
                 EnvActivities.env_tasks, request,
                 task_queue=cfg.env_queue, start_to_close_timeout=timedelta(seconds=60), retry_policy=IO_RETRY)

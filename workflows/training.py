@@ -46,7 +46,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflow
 
 with workflow.unsafe.imports_passed_through():
     from activities.training import StoreActivities, TrainerActivities, checkpoint_prefix
-    from contracts.episode import ROLLOUT_WORKFLOW, RolloutResult, RolloutSummary
+    from contracts.episode import FRESH_SPLIT, ROLLOUT_WORKFLOW, RolloutResult, RolloutSummary
     from contracts.training import (
         ALARM_EVENT,
         EVENT_ROLLBACK,
@@ -73,6 +73,7 @@ with workflow.unsafe.imports_passed_through():
         TrainStepInput,
         TrainStepOutput,
     )
+    from rlcore.curriculum import record_groups
 
 SA_RUN = SearchAttributeKey.for_keyword("OpenclawRun")
 SA_VERSION = SearchAttributeKey.for_int("OpenclawPolicyVersion")
@@ -575,6 +576,8 @@ class TrainingWorkflow:
         rollout_id = f"{s.run}-{workflow.info().first_execution_run_id[:8]}-r{k}"
         inp = replace(s.rollout, run=s.run, rollout_id=rollout_id, notify_training=True, write_samples=True,
                       sample_round=k)
+        if inp.split == FRESH_SPLIT and inp.curriculum not in ("", "none"):
+            inp.family_history = {f: [list(p) for p in pairs] for f, pairs in s.family_history.items()}
         try:
             res: RolloutResult = await workflow.execute_child_workflow(
                 ROLLOUT_WORKFLOW, inp, id=f"rollout/{rollout_id}", result_type=RolloutResult)
@@ -585,6 +588,8 @@ class TrainingWorkflow:
             index=k, rollout_id=rollout_id, started_at_version=version, episodes=res.episodes, failed=res.failed,
             successes=res.successes, mean_outcome=res.mean_outcome, samples_written=res.samples_written,
             policy_versions=res.policy_versions)])[-RECENT_ROLLOUTS_KEPT:]
+        if inp.split == FRESH_SPLIT and inp.curriculum not in ("", "none"):
+            s.family_history = record_groups(s.family_history, res.outcomes)
         workflow.logger.info("rolled out", extra={"rollout": k, "episodes": res.episodes, "failed": res.failed,
                                                    "successes": res.successes, "samples": res.samples_written})
         self.wake = True

@@ -99,6 +99,9 @@ class GeneralConfig:
     # "fresh", new instances of the same families for every rollout (TaskSuite.fresh; terminal and SWE), so the policy
     # cannot fit a fixed set of training tasks
     train_tasks: str = "split"
+    # with train_tasks fresh: "mixed" draws the families whose recent training groups split more often
+    # (rlcore.curriculum), "none" every family alike
+    curriculum: str = "none"
     eval_episodes: int = 1  # per eval task
     max_steps: int = 0  # per episode; 0: the env's own
     lr: float = DEFAULT_LR
@@ -155,6 +158,13 @@ class GeneralConfig:
                 fresh = [e for e in ENVS if task_suite(e).can_make_fresh]
                 raise ValueError(f"env {self.env!r} makes no fresh instances; train_tasks fresh works for "
                                  f"{', '.join(fresh)}")
+        from rlcore.curriculum import CURRICULA
+
+        if self.curriculum not in CURRICULA:
+            raise ValueError(f"unknown curriculum {self.curriculum!r}: {' or '.join(CURRICULA)}")
+        if self.curriculum != "none" and self.train_tasks != "fresh":
+            raise ValueError(f"curriculum {self.curriculum!r} chooses among fresh instances: it needs train_tasks "
+                             "fresh")
         if self.eval_tasks < 0 or self.max_steps < 0 or self.first_seed < 0:
             raise ValueError("eval_tasks, max_steps and first_seed must be >= 0")
         if self.ppo_epochs < 1 or self.eval_every < 0:
@@ -386,7 +396,8 @@ class GeneralExperiment:
         rollout = RolloutInput(env=cfg.env, split=split, n=cfg.episodes_per_task, max_parallel=cfg.max_parallel,
                                episode=self._episode(reward, seed, evaluation=False),
                                sample_tasks=cfg.tasks_per_rollout, sample_seed=seed + 1,  # same tasks per mode
-                               process_weight=cfg.process_weight if reward == "outcome+process" else -1.0)
+                               process_weight=cfg.process_weight if reward == "outcome+process" else -1.0,
+                               curriculum=cfg.curriculum if split == FRESH_SPLIT else "")
         inp = TrainingInput(run=run, method=reward, batch_size=cfg.batch_size, max_staleness=0,
                             engines=[self.s.engine_url], model_path=str(model), max_steps=cfg.steps, poll_s=0.5,
                             max_poll_s=2.0, trainer_queue=self.s.task_queue_trainer, rollout=rollout,
@@ -448,6 +459,7 @@ class GeneralExperiment:
         summary = {"experiment": self.id, "env": self.cfg.env, "rewards": self.cfg.rewards, "steps": self.cfg.steps,
                    "seeds": list(self.cfg.seed_range()), "eval_tasks": len(self.eval_ids),
                    "eval_split": self.cfg.eval_split, "train_tasks": self.cfg.train_tasks,
+                   "curriculum": self.cfg.curriculum,
                    "eval_temperature": self.eval_temperature(), "train_temperature": self.train_temperature(),
                    **summarize_general(self.runs), "plot": str(plot), "results": results_url,
                    "folder": str(self.dir), "sql": samples_sql(self.id),
@@ -552,6 +564,8 @@ def general_command(
     train_tasks: Annotated[str, typer.Option(help="what training rollouts draw: split (the env's train split) or "
                                                   "fresh (new instances of its families every rollout; terminal, "
                                                   "swe)")] = "split",
+    curriculum: Annotated[str, typer.Option(help="with --train-tasks fresh: mixed (draw more often the families "
+                                                 "whose recent training groups split) or none")] = "none",
     eval_episodes: Annotated[int, typer.Option(help="episodes per eval task")] = 1,
     max_steps: Annotated[int, typer.Option(help="steps per episode (0: the env's own)")] = 0,
     lr: Annotated[float, typer.Option(help="learning rate (the paper's 1e-6 is for 4B+ models)")] = DEFAULT_LR,
@@ -605,7 +619,8 @@ def general_command(
     cfg = GeneralConfig(env=envs[0], rewards=_split(reward), steps=steps, seeds=seeds,
                         first_seed=first_seed, tasks_per_rollout=tasks_per_rollout,
                         episodes_per_task=episodes_per_task, eval_tasks=eval_tasks, eval_episodes=eval_episodes,
-                        eval_split=eval_split, train_tasks=train_tasks, max_steps=max_steps, lr=lr,
+                        eval_split=eval_split, train_tasks=train_tasks, curriculum=curriculum, max_steps=max_steps,
+                        lr=lr,
                         batch_size=batch_size, kl_beta=kl_beta, ppo_epochs=ppo_epochs,
                         trainer=_parse_trainer(trainer or []), temperature=temperature,
                         eval_temperature=eval_temperature, step_judge=step_judge, judge_url=judge_url, placebo=placebo,

@@ -33,6 +33,11 @@ def test_config_rejects_unknown_env_reward_and_policy():
         GeneralConfig(env="toolcall", train_tasks="fresh").validate()
     with pytest.raises(ValueError, match="unknown train_tasks"):
         GeneralConfig(train_tasks="all").validate()
+    GeneralConfig(env="terminal", train_tasks="fresh", curriculum="mixed").validate()
+    with pytest.raises(ValueError, match="chooses among fresh instances: it needs train_tasks fresh"):
+        GeneralConfig(env="terminal", curriculum="mixed").validate()
+    with pytest.raises(ValueError, match="unknown curriculum"):
+        GeneralConfig(env="terminal", train_tasks="fresh", curriculum="hardest").validate()
 
 
 def test_curve_points_per_train_step():

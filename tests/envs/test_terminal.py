@@ -86,6 +86,29 @@ def test_fresh_instances_are_new_reproducible_and_never_an_eval_task():
         env.close()
 
 
+def test_weighted_fresh_draws_favour_heavy_families_and_stay_reproducible():
+    weights = {f: 0.1 for f in SUITE.families}
+    weights["count_lines"] = weights["csv_sum"] = 1.0
+    ids = SUITE.fresh(8, "s3r1", weights)
+    assert ids == SUITE.fresh(8, "s3r1", dict(reversed(list(weights.items()))))  # the same seed and weights
+    assert not set(ids) & set(SUITE.ids())
+    families = [i.partition("~")[0] for i in ids]
+    assert len(set(families)) == 8  # still without replacement
+    heavy = sum(f in ("count_lines", "csv_sum") for k in range(200)
+                for f in (i.partition("~")[0] for i in SUITE.fresh(4, f"w{k}", weights)))
+    light = sum(f == "uppercase" for k in range(200)
+                for f in (i.partition("~")[0] for i in SUITE.fresh(4, f"w{k}", weights)))
+    # 4 of 39 families a draw: uniformly a family comes in about 20 of 200 draws, two in about 41; weighted ten to
+    # one, the two heavy ones come in far more (229 here) and a light one in fewer (11)
+    assert heavy > 200 and light < 20, (heavy, light)
+    uniform = {f: 1.0 for f in SUITE.families}
+    assert len(set(SUITE.fresh(len(SUITE.families), "s3r1", uniform))) == len(SUITE.families)
+    with pytest.raises(ValueError, match="missing"):
+        SUITE.fresh(2, "s1r1", {"count_lines": 1.0})
+    with pytest.raises(ValueError, match="not > 0"):
+        SUITE.fresh(2, "s1r1", {**uniform, "csv_sum": 0.0})
+
+
 def test_every_task_is_solved_by_its_reference_and_not_by_nothing():
     env = TerminalEnv()
     try:

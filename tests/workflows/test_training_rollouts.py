@@ -14,22 +14,27 @@ import asyncio
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
+from dataclasses import replace
 from datetime import timedelta
 
+import pytest
 import torch
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
+from temporalio.converter import DataConverter
 from temporalio.worker import Replayer, Worker
 
 from activities.episode import EnvActivities, EpisodeActivities
 from activities.judges import HeuristicJudge
 from activities.training import StoreActivities, StoreCache, TrainerActivities
-from contracts.episode import EpisodeConfig, RolloutInput
+from contracts.episode import FRESH_SPLIT, EpisodeConfig, RolloutInput, RolloutResult
 from contracts.training import TRAINING_WORKFLOW, ControlRequest, TrainingInput, TrainingStatus
+from envs.terminal.tasks import SUITE as TERMINAL
 from openclaw_rl.policy_client import PolicyClient
 from openclaw_rl.samples import SampleReader, TrainedLedger
 from openclaw_rl.store import LocalStore
-from tests.model_factory import running_engine
+from rlcore.curriculum import mixed_weights, record_groups
+from tests.model_factory import make_random_qwen3, running_engine
 from workers.main import env_queue_worker
 from workflows.episode import EpisodeWorkflow
 from workflows.rollout import RolloutWorkflow
@@ -49,6 +54,7 @@ async def _run(client: Client, model, tmp_path, **training) -> tuple[TrainingSta
     episode = EpisodeConfig(env="toolcall", policy="scripted", scripted_error_rate=0.5, votes=1, max_new_tokens=64,
                             store_url=url_store, policy_queue=judge, judge_queue=judge, env_queue=env)
     rollout = RolloutInput(env="toolcall", tasks=training.pop("tasks", TASKS), n=4, max_parallel=4, episode=episode)
+    rollout = replace(rollout, **training.pop("rollout_fields", {}))
     with running_engine(model, weight_version="0", max_batch=8) as url:
         async with PolicyClient(url) as policy, AsyncExitStack() as stack:
             pool = stack.enter_context(ThreadPoolExecutor(max_workers=16))
@@ -152,3 +158,41 @@ async def test_rollout_that_fails_every_episode_pauses_the_run(temporal_env, ran
                                  tasks=["no-such-task"])
     assert status.step == 0 and status.rollouts_started == 1
     assert "rollout 1" in status.last_error and "no-such-task" in status.last_error
+
+
+@pytest.fixture(scope="module")
+def terminal_model(tmp_path_factory):  # a terminal task's first observation is longer than 512 positions
+    return make_random_qwen3(tmp_path_factory.mktemp("random-qwen3-2k"), seed=0, max_positions=2048)
+
+
+async def test_a_fresh_curriculum_draws_by_the_families_earlier_rollouts_split(temporal_env, terminal_model, tmp_path):
+    """``curriculum="mixed"``: the run records each rollout's groups by family and hands the record to the next
+    rollout, whose fresh instances are drawn by it (the terminal env, its scripted policy with seeded mistakes)."""
+    status, history, _, _ = await _run(
+        temporal_env.client, terminal_model, tmp_path, batch_size=4, max_steps=2, max_staleness=0,
+        rollout_mode="sync", tasks=[],
+        rollout_fields={"env": "terminal", "split": FRESH_SPLIT, "sample_tasks": 3, "sample_seed": 5,
+                        "curriculum": "mixed"})
+    assert (status.phase, status.step, status.last_error) == ("stopped", 2, "")
+    payloads = DataConverter.default.payload_converter
+    inputs = [payloads.from_payloads(e.start_child_workflow_execution_initiated_event_attributes.input.payloads,
+                                     [RolloutInput])[0]
+              for e in history.events
+              if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED]
+    results = [payloads.from_payloads(e.child_workflow_execution_completed_event_attributes.result.payloads,
+                                      [RolloutResult])[0]
+               for e in history.events if e.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED]
+    assert len(inputs) >= 2 and len(results) >= 2
+    assert inputs[0].family_history == {}  # nothing seen yet: the first draw is the uniform one
+    expected: dict = {}
+    weighted = 0
+    for inp, res in zip(inputs, results):
+        assert inp.curriculum == "mixed" and inp.family_history == expected
+        weights = mixed_weights(TERMINAL.families, expected)
+        weighted += len(set(weights.values())) > 1
+        drawn = TERMINAL.fresh(3, f"s5r{inp.sample_round}", weights if len(set(weights.values())) > 1 else None)
+        assert set(res.outcomes) == set(drawn)  # the instances the record chose
+        expected = record_groups(expected, res.outcomes)
+    assert sum(n for pairs in expected.values() for _, n in pairs) == 4 * 3 * len(results)
+    assert weighted >= 1  # a later rollout drew by weights that were not all alike
+    await Replayer(workflows=[TrainingWorkflow]).replay_workflow(history)
