@@ -430,5 +430,8 @@ class TrainingStatus:
     recent_steps: list[StepSummary] = field(default_factory=list)
     rollouts_started: int = 0
     recent_rollouts: list[RolloutSummary] = field(default_factory=list)
+    max_steps: int = 0  # the run stops after this many train steps (0: never by itself)
+    # fresh rollouts with a curriculum: family -> its last training groups' [successes, episodes]
+    family_history: dict[str, list[list[int]]] = field(default_factory=dict)
 
 

@@ -183,7 +183,8 @@ class TrainingWorkflow:
             last_step=s.recent_steps[-1] if s.recent_steps else None, recent_steps=list(s.recent_steps),
             rollouts_started=s.rollouts_started, recent_rollouts=list(s.recent_rollouts), adapter=s.adapter,
             gate=s.gate, live_version=s.policy_version, live_checkpoint=s.live_checkpoint,
-            last_verdict=s.last_verdict, versions_rejected=s.versions_rejected, rollbacks=s.rollbacks)
+            last_verdict=s.last_verdict, versions_rejected=s.versions_rejected, rollbacks=s.rollbacks,
+            max_steps=s.max_steps, family_history={f: [list(p) for p in v] for f, v in s.family_history.items()})
 
     @workflow.signal(name=SAMPLES_AVAILABLE_SIGNAL)
     def samples_available(self) -> None:

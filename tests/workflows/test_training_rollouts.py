@@ -195,4 +195,5 @@ async def test_a_fresh_curriculum_draws_by_the_families_earlier_rollouts_split(t
         expected = record_groups(expected, res.outcomes)
     assert sum(n for pairs in expected.values() for _, n in pairs) == 4 * 3 * len(results)
     assert weighted >= 1  # a later rollout drew by weights that were not all alike
+    assert status.family_history == expected and status.max_steps == 2  # what `train status` shows
     await Replayer(workflows=[TrainingWorkflow]).replay_workflow(history)
