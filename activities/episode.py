@@ -136,8 +136,6 @@ class EnvActivities:
                 weights = None
                 if req.curriculum == "mixed":
                     weights = mixed_weights(suite.families, req.family_history)
-                    if len(set(weights.values())) == 1:  # nothing learnt yet: the uniform draw, as without one
-                        weights = None
                 elif req.curriculum not in ("", "none"):
                     raise ValueError(f"unknown curriculum {req.curriculum!r}: one of {', '.join(CURRICULA)}")
                 return EnvTasksResult(task_ids=suite.fresh(req.fresh, req.fresh_seed, weights))

@@ -211,8 +211,8 @@ class TaskSuite:
 
         ``weights`` (family -> weight > 0, one for every family) makes the order a weighted draw without replacement
         (each family's key u ** (1 / w), u uniform in (0, 1), highest first: Efraimidis and Spirakis, 2006), so a
-        family of weight 2 comes early about twice as often as one of weight 1; without them every order is as
-        likely, as before weights existed (the same ids for the same seed)."""
+        family of weight 2 comes early about twice as often as one of weight 1; without them, or with every weight
+        alike, every order is as likely, as before weights existed (the same ids for the same seed)."""
         if self._variant is None:
             raise ValueError(f"suite {self.name!r} makes no fresh instances")
         if n < 1 or not seed or FRESH_MARK in seed:
@@ -223,6 +223,8 @@ class TaskSuite:
             if missing or bad:
                 raise ValueError(f"suite {self.name!r}: fresh weights need every family, each > 0 "
                                  f"(missing {missing[:5]}, not > 0 {bad[:5]})")
+            if len({weights[f] for f in self.families}) == 1:
+                weights = None
         rng = random.Random(f"{self.name}:fresh:{seed}")
         order: list[str] = []
         out: list[str] = []

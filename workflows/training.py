@@ -577,7 +577,8 @@ class TrainingWorkflow:
         rollout_id = f"{s.run}-{workflow.info().first_execution_run_id[:8]}-r{k}"
         inp = replace(s.rollout, run=s.run, rollout_id=rollout_id, notify_training=True, write_samples=True,
                       sample_round=k)
-        if inp.split == FRESH_SPLIT and inp.curriculum not in ("", "none"):
+        curriculum = inp.split == FRESH_SPLIT and inp.curriculum not in ("", "none")
+        if curriculum:
             inp.family_history = {f: [list(p) for p in pairs] for f, pairs in s.family_history.items()}
         try:
             res: RolloutResult = await workflow.execute_child_workflow(
@@ -589,7 +590,7 @@ class TrainingWorkflow:
             index=k, rollout_id=rollout_id, started_at_version=version, episodes=res.episodes, failed=res.failed,
             successes=res.successes, mean_outcome=res.mean_outcome, samples_written=res.samples_written,
             policy_versions=res.policy_versions)])[-RECENT_ROLLOUTS_KEPT:]
-        if inp.split == FRESH_SPLIT and inp.curriculum not in ("", "none"):
+        if curriculum:
             s.family_history = record_groups(s.family_history, res.outcomes)
         workflow.logger.info("rolled out", extra={"rollout": k, "episodes": res.episodes, "failed": res.failed,
                                                    "successes": res.successes, "samples": res.samples_written})

@@ -190,7 +190,7 @@ async def test_a_fresh_curriculum_draws_by_the_families_earlier_rollouts_split(t
         assert inp.curriculum == "mixed" and inp.family_history == expected
         weights = mixed_weights(TERMINAL.families, expected)
         weighted += len(set(weights.values())) > 1
-        drawn = TERMINAL.fresh(3, f"s5r{inp.sample_round}", weights if len(set(weights.values())) > 1 else None)
+        drawn = TERMINAL.fresh(3, f"s5r{inp.sample_round}", weights)
         assert set(res.outcomes) == set(drawn)  # the instances the record chose
         expected = record_groups(expected, res.outcomes)
     assert sum(n for pairs in expected.values() for _, n in pairs) == 4 * 3 * len(results)
