@@ -1015,6 +1015,7 @@ def run(*, sessions: int = 16, outage_s: float = 30.0, turns: int = 4, max_token
             stack.start(worker_service(s))
             stack.start(gateway_service(s), timeout_s=120)
             result["stack_start_s"] = round(time.monotonic() - t0, 2)
+            result["sched"] = {svc.name: svc.sched for svc in stack.services}  # what services_policy came to here
             keys = KeyStore.in_runtime_dir(tmp)
             drill = Drill(stack=stack, url=f"http://{s.gateway_host}:{s.gateway_port}", key=keys.add("drill"),
                           admin=admin, store=StoreView(tmp / "store"), runtime=tmp, settings=s)

@@ -189,7 +189,9 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="print JSON")] =
         if r["healthy"] is not None:
             state += ", healthy" if r["healthy"] else ", unhealthy"
         restarts = f"restarts {r['restarts']} (last: {r['last_exit']})" if r["restarts"] else ""
-        typer.echo(f"{r['name']:<10} pid {r['pid']:<8} {state:<16} {r['health_url'] or '':<36} {restarts}".rstrip())
+        sched = f"cpu: {r['sched']}" if r.get("sched") else ""
+        typer.echo(f"{r['name']:<10} pid {r['pid']:<8} {state:<16} {r['health_url'] or '':<36} {sched} {restarts}"
+                   .rstrip())
     if any(r["alive"] for r in rows) and owner_alive(s) is False:
         typer.echo("the `up` that started these is gone; the next `openclaw-rl up` stops them")
 

@@ -76,6 +76,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from openclaw_rl.cgroups import mounts as cgroup_mounts
+from openclaw_rl.cgroups import own_cgroups, under
 from openclaw_rl.logs import get_logger
 
 log = get_logger("sandbox")
@@ -232,32 +234,6 @@ _plan: _CgroupPlan | None = None
 _plan_lock = threading.Lock()
 
 
-def _mounts() -> list[tuple[str, str, str, set[str]]]:
-    """(mount root, mount point, fstype, super options) of every cgroup mount."""
-    out = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        pre, _, post = line.partition(" - ")
-        parts, fs = pre.split(), post.split()
-        if len(fs) >= 3 and fs[0] in ("cgroup", "cgroup2"):
-            out.append((parts[3], parts[4], fs[0], set(fs[2].split(","))))
-    return out
-
-
-def _own_cgroups() -> dict[str, str]:
-    """controller -> our cgroup path ("" is the v2 entry)."""
-    out = {}
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
-        for c in controllers.split(",") if controllers else [""]:
-            out[c] = path
-    return out
-
-
-def _under(mount_point: str, mount_root: str, path: str) -> Path:
-    rel = path[len(mount_root):] if mount_root != "/" and path.startswith(mount_root) else path
-    return Path(mount_point) / rel.lstrip("/")
-
-
 def _plan_v2(mounts: list, own: dict[str, str]) -> _CgroupPlan | str:
     v2 = [m for m in mounts if m[2] == "cgroup2"]
     if not v2:
@@ -290,7 +266,7 @@ def _plan_v1(mounts: list, own: dict[str, str]) -> _CgroupPlan | str:
         if not found:
             return f"no cgroup v1 {controller} hierarchy mounted"
         root, point, _, _ = found[0]
-        parent = _under(point, root, own.get(controller, "/")) / CGROUP_PARENT
+        parent = under(point, root, own.get(controller, "/")) / CGROUP_PARENT
         try:
             parent.mkdir(exist_ok=True)
         except OSError as err:
@@ -300,7 +276,7 @@ def _plan_v1(mounts: list, own: dict[str, str]) -> _CgroupPlan | str:
     found = [m for m in mounts if m[2] == "cgroup" and "freezer" in m[3]]
     if found:
         root, point, _, _ = found[0]
-        candidate = _under(point, root, own.get("freezer", "/")) / CGROUP_PARENT
+        candidate = under(point, root, own.get("freezer", "/")) / CGROUP_PARENT
         try:
             candidate.mkdir(exist_ok=True)
             freezer = candidate
@@ -314,7 +290,7 @@ def cgroup_plan() -> _CgroupPlan:
     global _plan
     with _plan_lock:
         if _plan is None:
-            mounts, own = _mounts(), _own_cgroups()
+            mounts, own = cgroup_mounts(), own_cgroups()
             reasons = []
             for attempt in (_plan_v2, _plan_v1):
                 got = attempt(mounts, own)

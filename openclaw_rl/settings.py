@@ -20,7 +20,7 @@ PUBLIC_ADMIN_KEYS = frozenset({DEV_SECRET, "change-me"})  # publicly known value
 
 
 # Linux scheduling policies of the services beside the gateway (``services_policy``; ``openclaw_rl.stack`` applies them)
-ServicesPolicy = Literal["normal", "batch", "idle"]
+ServicesPolicy = Literal["normal", "batch", "idle", "group"]
 
 
 class Settings(BaseSettings):
@@ -54,10 +54,12 @@ class Settings(BaseSettings):
     engine_nice: int = Field(default=0, ge=0, le=19, description="niceness of the local engine that `up` starts: on a "
                              "host it shares with the gateway and Temporal, a busy engine then yields the CPU to them")
     services_policy: ServicesPolicy = Field(
-        default="batch", description="Linux scheduling policy of Temporal, the local engine and the workers that `up` "
-        "starts (elsewhere nothing changes). batch: waking, they do not preempt the gateway, which waits less for a "
-        "CPU on a host the stack saturates; idle: they only get the CPU time that no normal process wants, so the "
-        "gateway (and anything else on the host) always comes first (docs/RESULTS.md, \"Batch scheduling\")")
+        default="group", description="how Temporal, the local engine and the workers that `up` starts share the CPU "
+        "with the gateway (elsewhere nothing changes). group: they run in a CPU cgroup marked idle beside the "
+        "gateway's, in one group of the stack's own, so the gateway never waits behind them while the stack as a "
+        "whole keeps its fair share of the host; where no such cgroup can be made, batch. batch (SCHED_BATCH): "
+        "waking, they do not preempt the gateway; idle (SCHED_IDLE): they only get the CPU time that no normal process "
+        "on the host wants (docs/RESULTS.md, \"CPU groups\")")
     gateway_host: str = "127.0.0.1"
     gateway_cpus: list[int] = Field(
         default_factory=list, description="CPUs the gateway that `up` starts has to itself; Temporal, the engine "

@@ -8,6 +8,7 @@ grace period. A stack whose owner died without stopping it (SIGKILL) is stopped 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -24,7 +25,11 @@ from typing import Any, get_args
 
 import httpx
 
+from openclaw_rl.cgroups import GATEWAY, SERVICES, CpuGroups, cpu_groups
+from openclaw_rl.logs import get_logger
 from openclaw_rl.settings import ServicesPolicy, Settings
+
+log = get_logger(__name__)
 
 
 @dataclass
@@ -42,7 +47,10 @@ class Service:
     start_timeout_s: float = 60.0
     nice: int = 0  # added to the process's niceness before it starts (its threads and children inherit it)
     cpus: list[int] = field(default_factory=list)  # the CPUs it may run on, inherited the same way; empty: any
-    policy: ServicesPolicy = "normal"  # Linux scheduling policy (settings.ServicesPolicy), inherited the same way
+    policy: ServicesPolicy = "normal"  # Linux scheduling policy (settings.ServicesPolicy), inherited the same way;
+    # "group": the stack's idle CPU group (openclaw_rl.cgroups.CpuGroups), batch where it has none
+    cpu_group: str = ""  # the stack's CPU group it joins whatever its policy ("gateway"), where the stack has them
+    sched: str = ""  # how it was last started: "group services (cpu.idle)", "batch", "batch (no CPU group: ...)"
 
 
 def temporal_cli(s: Settings) -> str:
@@ -94,25 +102,32 @@ def worker_service(s: Settings, queues: str = "orchestrator,judge,env,trainer") 
                    policy=s.services_policy)
 
 
-# each settable policy's constant: SCHED_BATCH, SCHED_IDLE (Linux only); None (normal, or elsewhere): left as it is
-POLICIES = {p: None if p == "normal" else getattr(os, f"SCHED_{p.upper()}", None) for p in get_args(ServicesPolicy)}
+# each settable policy's constant: SCHED_BATCH, SCHED_IDLE (Linux only); None (normal, group, or elsewhere): left as
+# it is. "group" is the services' CPU group, or SCHED_BATCH where the stack has none (Stack._placement).
+POLICIES = {p: None if p in ("normal", "group") else getattr(os, f"SCHED_{p.upper()}", None)
+            for p in get_args(ServicesPolicy)}
 
 
-def _before_exec(nice: int, cpus: list[int], policy: str = "normal") -> Callable[[], None] | None:
-    """What the child runs before exec: lower its priority by ``nice``, keep it on ``cpus`` and put it under the
-    scheduling ``policy`` (None: nothing, the default). Only scheduling; no shell.
+def _before_exec(nice: int, cpus: list[int], policy: str = "normal",
+                 cgroup_procs: Path | None = None) -> Callable[[], None] | None:
+    """What the child runs before exec: lower its priority by ``nice``, keep it on ``cpus``, put it under the
+    scheduling ``policy`` and into the cgroup whose ``cgroup.procs`` is given (None: nothing, the default). Only
+    scheduling; no shell.
 
     ``batch`` (SCHED_BATCH) keeps a task's share of the CPU (its niceness still counts), but a batch task that wakes
     never preempts the running one: on a host the stack saturates, the gateway is then not pushed off its CPU each time
     Temporal, the engine or the workers wake. ``idle`` (SCHED_IDLE) goes further: the task runs only on CPU time no
-    normal task wants, so the gateway always comes first, and so does any other normal process on the host."""
+    normal task wants, so the gateway always comes first, and so does any other normal process on the host. The
+    stack's CPU groups (``group``) give the gateway the first without the second (``openclaw_rl.cgroups``)."""
     if policy not in POLICIES:
         raise ValueError(f"scheduling policy must be one of {', '.join(POLICIES)}, got {policy!r}")
     sched = POLICIES[policy]
-    if not nice and not cpus and sched is None:
+    if not nice and not cpus and sched is None and cgroup_procs is None:
         return None
 
     def apply() -> None:
+        if cgroup_procs is not None:
+            cgroup_procs.write_text(str(os.getpid()))
         if nice:
             os.nice(nice)
         if cpus:
@@ -147,7 +162,8 @@ def gateway_service(s: Settings) -> Service:
     argv = [sys.executable, "-m", "cli.main", "gateway", "serve", "--host", s.gateway_host, "--port",
             str(s.gateway_port)]
     return Service("gateway", argv, port=s.gateway_port,
-                   health_url=f"http://{s.gateway_host}:{s.gateway_port}/healthz", cpus=list(s.gateway_cpus))
+                   health_url=f"http://{s.gateway_host}:{s.gateway_port}/healthz", cpus=list(s.gateway_cpus),
+                   cpu_group=GATEWAY if s.services_policy == "group" else "")
 
 
 class StackStopped(BaseException):
@@ -187,6 +203,34 @@ class Stack:
         self._held: int | None = None
         self._stopping = False  # a stop is under way: further stop signals change nothing
         self._procs: dict[str, subprocess.Popen] = {}
+        self._groups: CpuGroups | str | None = None  # made on first use: the groups, or why there are none
+
+    def cpu_groups(self) -> CpuGroups | str:
+        """This stack's CPU groups (``openclaw_rl.cgroups.CpuGroups``), made once and named after the runtime folder
+        (a later stack from the same folder finds them again), or why the host has none for it."""
+        if self._groups is None:
+            name = "openclaw-" + hashlib.sha256(str(self.dir.resolve()).encode()).hexdigest()[:12]
+            self._groups = cpu_groups(name)
+            if isinstance(self._groups, str):
+                log.warning("no CPU groups for the stack: its services run under SCHED_BATCH instead",
+                            reason=self._groups)
+            else:
+                log.info("stack CPU groups", root=str(self._groups.root), version=self._groups.version)
+        return self._groups
+
+    def _placement(self, svc: Service) -> tuple[str, Path | None]:
+        """(scheduling policy, cgroup.procs to join) for ``svc``; records the outcome in ``svc.sched``."""
+        which = SERVICES if svc.policy == "group" else svc.cpu_group
+        if not which:
+            svc.sched = svc.policy
+            return svc.policy, None
+        groups = self.cpu_groups()
+        if isinstance(groups, str):
+            policy = "batch" if svc.policy == "group" else svc.policy
+            svc.sched = f"{policy} (no CPU group: {groups})" if svc.policy == "group" else policy
+            return policy, None
+        svc.sched = f"group {which}" + (" (cpu.idle)" if which == SERVICES else "")
+        return ("batch" if svc.policy == "group" else svc.policy), groups.path(which) / "cgroup.procs"
 
     def start(self, svc: Service, timeout_s: float = 60.0) -> Service:
         svc.start_timeout_s = timeout_s
@@ -198,12 +242,13 @@ class Stack:
         log_path = self.dir / "logs" / f"{svc.name}.log"
         svc.log = str(log_path)
         env = {**os.environ, **svc.env}
+        before_exec = _before_exec(svc.nice, svc.cpus, *self._placement(svc))
         self._spawning = True
         try:
-            with open(log_path, "ab") as log:
-                proc = subprocess.Popen(svc.argv, stdout=log, stderr=subprocess.STDOUT, env=env,
+            with open(log_path, "ab") as out:
+                proc = subprocess.Popen(svc.argv, stdout=out, stderr=subprocess.STDOUT, env=env,
                                         cwd=str(Path(__file__).resolve().parent.parent), start_new_session=True,
-                                        preexec_fn=_before_exec(svc.nice, svc.cpus, svc.policy))
+                                        preexec_fn=before_exec)
             svc.pid, svc.started = proc.pid, process_start(proc.pid)
             self._procs[svc.name] = proc
             if svc not in self.services:
@@ -306,7 +351,9 @@ class Stack:
 
     def _save(self) -> None:
         owner = {"pid": os.getpid(), "started": process_start(os.getpid()), "command": " ".join(sys.argv)}
-        state = {"owner": owner, "services": [asdict(x) for x in self.services]}
+        state: dict[str, Any] = {"owner": owner, "services": [asdict(x) for x in self.services]}
+        if isinstance(self._groups, CpuGroups):
+            state["cpu_groups"] = {"root": str(self._groups.root), "version": self._groups.version}
         tmp = self.state_file.with_name(f".{self.state_file.name}.{os.getpid()}")
         tmp.write_text(json.dumps(state, indent=2))
         tmp.replace(self.state_file)  # `status` in another shell never reads half a file
@@ -318,6 +365,8 @@ class Stack:
         try:
             stop_processes([svc.pid for svc in reversed(self.services) if svc.pid], grace_s)
             self.services.clear()
+            if isinstance(self._groups, CpuGroups):
+                self._groups.remove()
             if self._owns_state:
                 self.state_file.unlink(missing_ok=True)
                 self._owns_state = False
@@ -337,6 +386,8 @@ class Stack:
         groups = {int(svc["pid"]): svc for svc in reversed(state["services"]) if leftover_group(svc)}
         live = [svc for pid, svc in groups.items() if _alive([pid], {})]
         stop_processes(list(groups), grace_s)
+        if state.get("cpu_groups"):
+            CpuGroups(Path(state["cpu_groups"]["root"]), state["cpu_groups"]["version"]).remove()
         self.state_file.unlink(missing_ok=True)
         return live[::-1]
 
@@ -562,7 +613,7 @@ def read_status(s: Settings) -> list[dict[str, object]]:
             except httpx.HTTPError:
                 healthy = False
         rows.append({"name": svc["name"], "pid": svc["pid"], "alive": alive, "healthy": healthy,
-                     "restarts": svc.get("restarts", 0), "last_exit": svc.get("last_exit"),
+                     "restarts": svc.get("restarts", 0), "last_exit": svc.get("last_exit"), "sched": svc.get("sched"),
                      "health_url": svc.get("health_url"), "log": svc.get("log")})
     return rows
 

@@ -138,21 +138,22 @@ def test_a_service_started_nicer_runs_at_that_niceness(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="SCHED_BATCH and SCHED_IDLE are Linux's")
 def test_the_services_but_the_gateway_run_under_their_scheduling_policy(tmp_path: Path) -> None:
-    """``services_policy``: Temporal, the engine and the workers that ``up`` starts run under SCHED_BATCH by default
-    (or SCHED_IDLE), so waking they do not push the gateway off its CPU; every thread they start inherits it, because
-    it is set before exec. The gateway stays under the normal policy."""
+    """``services_policy``: Temporal, the engine and the workers that ``up`` starts run under SCHED_BATCH (or
+    SCHED_IDLE), so waking they do not push the gateway off its CPU; every thread they start inherits it, because it
+    is set before exec. The gateway stays under the normal policy. (The default, ``group``: the next tests.)"""
     from pydantic import ValidationError
 
     from openclaw_rl.settings import Settings
     from openclaw_rl.stack import Service, Stack, engine_service, gateway_service, temporal_service, worker_service
 
     s = Settings(runtime_dir=tmp_path)
-    assert s.services_policy == "batch"
-    for policy in ("normal", "batch", "idle"):
+    assert s.services_policy == "group"
+    for policy in ("normal", "batch", "idle", "group"):
         mine = Settings(runtime_dir=tmp_path, services_policy=policy)
         assert [svc.policy for svc in (temporal_service(mine), engine_service(mine, "m"), worker_service(mine))] \
             == [policy] * 3
         assert gateway_service(mine).policy == "normal"
+        assert gateway_service(mine).cpu_group == ("gateway" if policy == "group" else "")
     with pytest.raises(ValidationError, match="services_policy"):
         Settings(services_policy="realtime")
 
@@ -175,6 +176,91 @@ def test_the_services_but_the_gateway_run_under_their_scheduling_policy(tmp_path
         stack.stop_all()
     with pytest.raises(ValueError, match="scheduling policy must be one of"):
         stack.start(Service("bad", [sys.executable, "-c", "pass"], policy="fifo"), timeout_s=5)
+
+
+_THREADED_SERVER = ("import http.server, threading, sys; srv = http.server.ThreadingHTTPServer(('127.0.0.1', "
+                    "int(sys.argv[1])), http.server.SimpleHTTPRequestHandler); "
+                    "threading.Thread(target=srv.serve_forever).start()")
+
+
+def _threads(pid: int) -> list[int]:
+    return sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="cgroups and SCHED_BATCH are Linux's")
+def test_group_puts_the_services_in_an_idle_cpu_group_beside_the_gateways(tmp_path: Path) -> None:
+    """``services_policy=group`` (the default): the services join the stack's ``services`` CPU group, marked idle
+    (``cpu.idle``), under SCHED_BATCH; the gateway joins the ``gateway`` group beside it. Both sit in one group of the
+    stack's own, named after the runtime folder. ``status`` says where each runs; stopping the stack removes the
+    groups, and so does the next stack's ``reclaim`` when the owner died."""
+    from openclaw_rl.settings import Settings
+    from openclaw_rl.stack import Service, Stack, read_status
+
+    s = Settings(runtime_dir=tmp_path)
+    stack = Stack(s)
+    groups = stack.cpu_groups()
+    if isinstance(groups, str):
+        pytest.skip(f"this host gives the stack no CPU groups: {groups}")
+    assert groups.root.name.startswith("openclaw-") and Stack(s).cpu_groups() == groups  # the same folder, the same
+    assert groups.idle("services") and not groups.idle("gateway")
+    assert Stack(Settings(runtime_dir=tmp_path / "other")).cpu_groups().root != groups.root  # type: ignore[union-attr]
+    Stack(Settings(runtime_dir=tmp_path / "other")).cpu_groups().remove()  # type: ignore[union-attr]
+    ports = [_free_port(), _free_port()]
+    try:
+        svc = stack.start(Service("svc", [sys.executable, "-c", _THREADED_SERVER, str(ports[0])], port=ports[0],
+                                  policy="group"), timeout_s=30)
+        gw = stack.start(Service("gw", [sys.executable, "-c", _THREADED_SERVER, str(ports[1])], port=ports[1],
+                                 cpu_group="gateway"), timeout_s=30)
+        assert groups.members("services") == {svc.pid} and groups.members("gateway") == {gw.pid}
+        tasks = {int(t) for t in (groups.path("services") / "tasks").read_text().split()} \
+            if groups.version == "v1" else set(_threads(svc.pid))
+        assert set(_threads(svc.pid)) <= tasks and len(_threads(svc.pid)) >= 2  # the thread started after exec too
+        assert {os.sched_getscheduler(t) for t in _threads(svc.pid)} == {os.SCHED_BATCH}
+        assert {os.sched_getscheduler(t) for t in _threads(gw.pid)} == {os.SCHED_OTHER}
+        assert {r["name"]: r["sched"] for r in read_status(s)} == {"svc": "group services (cpu.idle)",
+                                                                    "gw": "group gateway"}
+        state = json.loads((tmp_path / "stack.json").read_text())
+        assert state["cpu_groups"] == {"root": str(groups.root), "version": groups.version}
+    finally:
+        stack.stop_all()
+    assert not groups.root.exists()
+
+    # an owner that died: the next stack from the same folder stops its services and removes its groups
+    stack = Stack(s)
+    port = _free_port()
+    svc = stack.start(Service("svc", [sys.executable, "-c", _THREADED_SERVER, str(port)], port=port, policy="group"),
+                      timeout_s=30)
+    assert groups.members("services") == {svc.pid}
+    assert groups.remove() and groups.root.exists()  # a group holding a process stays, and says why
+    assert [x["name"] for x in Stack(s).reclaim()] == ["svc"]
+    assert not groups.root.exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="SCHED_BATCH is Linux's")
+def test_group_falls_back_to_batch_where_the_host_gives_no_cpu_group(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a writable cpu cgroup (no root, no delegation, an old kernel), ``group`` runs the services under
+    SCHED_BATCH, the gateway as it is, and ``status`` says why."""
+    import openclaw_rl.stack as stack_mod
+    from openclaw_rl.settings import Settings
+    from openclaw_rl.stack import Service, Stack, read_status
+
+    monkeypatch.setattr(stack_mod, "cpu_groups", lambda name: "no cgroup v1 cpu hierarchy mounted")
+    s = Settings(runtime_dir=tmp_path)
+    stack = Stack(s)
+    ports = [_free_port(), _free_port()]
+    try:
+        svc = stack.start(Service("svc", [sys.executable, "-c", _THREADED_SERVER, str(ports[0])], port=ports[0],
+                                  policy="group"), timeout_s=30)
+        gw = stack.start(Service("gw", [sys.executable, "-c", _THREADED_SERVER, str(ports[1])], port=ports[1],
+                                 cpu_group="gateway"), timeout_s=30)
+        assert {os.sched_getscheduler(t) for t in _threads(svc.pid)} == {os.SCHED_BATCH}
+        assert {os.sched_getscheduler(t) for t in _threads(gw.pid)} == {os.SCHED_OTHER}
+        assert {r["name"]: r["sched"] for r in read_status(s)} == {
+            "svc": "batch (no CPU group: no cgroup v1 cpu hierarchy mounted)", "gw": "normal"}
+        assert "cpu_groups" not in json.loads((tmp_path / "stack.json").read_text())
+    finally:
+        stack.stop_all()
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to split")
