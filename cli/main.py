@@ -103,6 +103,14 @@ def _run_stack(stack, s, *, check: bool, queues: str, engine: bool,  # type: ign
             {"name": svc["name"], "pid": svc["pid"]} for svc in leftovers])
     if engine:
         model = _ensure_model(s, log)
+    if s.services_policy == "group":
+        groups = stack.cpu_groups()
+        if isinstance(groups, str):
+            log.warning("no CPU groups for the stack: Temporal, the engine and the workers run under SCHED_BATCH "
+                        "instead", reason=groups)
+        else:
+            log.info("stack CPU groups: the services' group is idle beside the gateway's", root=str(groups.root),
+                     cgroup=groups.version)
     stack.start(temporal_service(s))
     log.info("temporal up", address=s.temporal_address, ui=f"http://127.0.0.1:{s.temporal_ui_port}")
     if engine:

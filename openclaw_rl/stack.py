@@ -26,10 +26,7 @@ from typing import Any, get_args
 import httpx
 
 from openclaw_rl.cgroups import GATEWAY, SERVICES, CpuGroups, cpu_groups
-from openclaw_rl.logs import get_logger
 from openclaw_rl.settings import ServicesPolicy, Settings
-
-log = get_logger(__name__)
 
 
 @dataclass
@@ -210,12 +207,7 @@ class Stack:
         (a later stack from the same folder finds them again), or why the host has none for it."""
         if self._groups is None:
             name = "openclaw-" + hashlib.sha256(str(self.dir.resolve()).encode()).hexdigest()[:12]
-            self._groups = cpu_groups(name)
-            if isinstance(self._groups, str):
-                log.warning("no CPU groups for the stack: its services run under SCHED_BATCH instead",
-                            reason=self._groups)
-            else:
-                log.info("stack CPU groups", root=str(self._groups.root), version=self._groups.version)
+            self._groups = cpu_groups(name)  # said by `up` and `status` (a library logs nothing: stdout may be JSON)
         return self._groups
 
     def _placement(self, svc: Service) -> tuple[str, Path | None]:
@@ -227,7 +219,7 @@ class Stack:
         groups = self.cpu_groups()
         if isinstance(groups, str):
             policy = "batch" if svc.policy == "group" else svc.policy
-            svc.sched = f"{policy} (no CPU group: {groups})" if svc.policy == "group" else policy
+            svc.sched = f"batch (no CPU group: {groups})" if svc.policy == "group" else policy
             return policy, None
         svc.sched = f"group {which}" + (" (cpu.idle)" if which == SERVICES else "")
         return ("batch" if svc.policy == "group" else svc.policy), groups.path(which) / "cgroup.procs"
