@@ -187,6 +187,18 @@ def _threads(pid: int) -> list[int]:
     return sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
 
 
+def _start_service_and_gateway(stack):  # type: ignore[no-untyped-def]
+    """Two threaded servers: one as a service under ``group``, one in the gateway's group."""
+    from openclaw_rl.stack import Service
+
+    ports = [_free_port(), _free_port()]
+    svc = stack.start(Service("svc", [sys.executable, "-c", _THREADED_SERVER, str(ports[0])], port=ports[0],
+                              policy="group"), timeout_s=30)
+    gw = stack.start(Service("gw", [sys.executable, "-c", _THREADED_SERVER, str(ports[1])], port=ports[1],
+                             cpu_group="gateway"), timeout_s=30)
+    return svc, gw
+
+
 @pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="cgroups and SCHED_BATCH are Linux's")
 def test_group_puts_the_services_in_an_idle_cpu_group_beside_the_gateways(tmp_path: Path) -> None:
     """``services_policy=group`` (the default): the services join the stack's ``services`` CPU group, marked idle
@@ -203,14 +215,10 @@ def test_group_puts_the_services_in_an_idle_cpu_group_beside_the_gateways(tmp_pa
         pytest.skip(f"this host gives the stack no CPU groups: {groups}")
     assert groups.root.name.startswith("openclaw-") and Stack(s).cpu_groups() == groups  # the same folder, the same
     assert groups.idle("services") and not groups.idle("gateway")
-    assert Stack(Settings(runtime_dir=tmp_path / "other")).cpu_groups().root != groups.root  # type: ignore[union-attr]
-    Stack(Settings(runtime_dir=tmp_path / "other")).cpu_groups().remove()  # type: ignore[union-attr]
-    ports = [_free_port(), _free_port()]
+    other = Stack(Settings(runtime_dir=tmp_path / "other")).cpu_groups()
+    assert not isinstance(other, str) and other.root != groups.root and not other.remove()
     try:
-        svc = stack.start(Service("svc", [sys.executable, "-c", _THREADED_SERVER, str(ports[0])], port=ports[0],
-                                  policy="group"), timeout_s=30)
-        gw = stack.start(Service("gw", [sys.executable, "-c", _THREADED_SERVER, str(ports[1])], port=ports[1],
-                                 cpu_group="gateway"), timeout_s=30)
+        svc, gw = _start_service_and_gateway(stack)
         assert groups.members("services") == {svc.pid} and groups.members("gateway") == {gw.pid}
         tasks = {int(t) for t in (groups.path("services") / "tasks").read_text().split()} \
             if groups.version == "v1" else set(_threads(svc.pid))
@@ -243,17 +251,13 @@ def test_group_falls_back_to_batch_where_the_host_gives_no_cpu_group(tmp_path: P
     SCHED_BATCH, the gateway as it is, and ``status`` says why."""
     import openclaw_rl.stack as stack_mod
     from openclaw_rl.settings import Settings
-    from openclaw_rl.stack import Service, Stack, read_status
+    from openclaw_rl.stack import Stack, read_status
 
     monkeypatch.setattr(stack_mod, "cpu_groups", lambda name: "no cgroup v1 cpu hierarchy mounted")
     s = Settings(runtime_dir=tmp_path)
     stack = Stack(s)
-    ports = [_free_port(), _free_port()]
     try:
-        svc = stack.start(Service("svc", [sys.executable, "-c", _THREADED_SERVER, str(ports[0])], port=ports[0],
-                                  policy="group"), timeout_s=30)
-        gw = stack.start(Service("gw", [sys.executable, "-c", _THREADED_SERVER, str(ports[1])], port=ports[1],
-                                 cpu_group="gateway"), timeout_s=30)
+        svc, gw = _start_service_and_gateway(stack)
         assert {os.sched_getscheduler(t) for t in _threads(svc.pid)} == {os.SCHED_BATCH}
         assert {os.sched_getscheduler(t) for t in _threads(gw.pid)} == {os.SCHED_OTHER}
         assert {r["name"]: r["sched"] for r in read_status(s)} == {
