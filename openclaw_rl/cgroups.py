@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,18 +69,22 @@ class CpuGroups:
     def idle(self, which: str) -> bool:
         return (self.path(which) / "cpu.idle").read_text().strip() == "1"
 
-    def remove(self) -> list[str]:
-        """Remove the groups; one that still holds a process stays (it goes with the next ``remove``). Returns the
-        groups left, with why."""
-        left = []
-        for group in (self.root / SERVICES, self.root / GATEWAY, self.root):
-            try:
-                group.rmdir()
-            except FileNotFoundError:
-                pass
-            except OSError as err:
-                left.append(f"{group}: {os.strerror(err.errno) if err.errno else err}")
-        return left
+    def remove(self, wait_s: float = 0.0) -> list[str]:
+        """Remove the groups. One that still holds a process (a stopped service still tearing down) is tried again
+        for up to ``wait_s``, then left for the next ``remove``. Returns the groups left, with why."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            left = []
+            for group in (self.root / SERVICES, self.root / GATEWAY, self.root):
+                try:
+                    group.rmdir()
+                except FileNotFoundError:
+                    pass
+                except OSError as err:
+                    left.append(f"{group}: {os.strerror(err.errno) if err.errno else err}")
+            if not left or time.monotonic() >= deadline:
+                return left
+            time.sleep(0.05)
 
 
 def _make(root: Path, version: str) -> CpuGroups:

@@ -182,6 +182,7 @@ RESTART_BACKOFF_MAX_S = 30.0
 RESTART_STABLE_S = 60.0  # a service that ran this long since its last start is back to the first backoff
 STOP_GRACE_S = 6.0  # SIGTERM to SIGKILL; with the SIGKILL wait, a whole stack is gone well within 10 s
 KILL_WAIT_S = 2.0
+GROUP_REMOVE_WAIT_S = 3.0  # a stopped service's last tasks can hold its CPU group for a moment after it is gone
 
 
 class Stack:
@@ -358,7 +359,7 @@ class Stack:
             stop_processes([svc.pid for svc in reversed(self.services) if svc.pid], grace_s)
             self.services.clear()
             if isinstance(self._groups, CpuGroups):
-                self._groups.remove()
+                self._groups.remove(wait_s=GROUP_REMOVE_WAIT_S)
             if self._owns_state:
                 self.state_file.unlink(missing_ok=True)
                 self._owns_state = False
@@ -379,7 +380,7 @@ class Stack:
         live = [svc for pid, svc in groups.items() if _alive([pid], {})]
         stop_processes(list(groups), grace_s)
         if state.get("cpu_groups"):
-            CpuGroups(Path(state["cpu_groups"]["root"]), state["cpu_groups"]["version"]).remove()
+            CpuGroups(Path(state["cpu_groups"]["root"]), state["cpu_groups"]["version"]).remove(GROUP_REMOVE_WAIT_S)
         self.state_file.unlink(missing_ok=True)
         return live[::-1]
 

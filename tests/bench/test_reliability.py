@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -242,6 +243,19 @@ def test_group_puts_the_services_in_an_idle_cpu_group_beside_the_gateways(tmp_pa
     assert groups.remove() and groups.root.exists()  # a group holding a process stays, and says why
     assert [x["name"] for x in Stack(s).reclaim()] == ["svc"]
     assert not groups.root.exists()
+
+    # a process outside the services' process groups that leaves the group a moment after the stop (as a stopped
+    # service's last tasks can): the stop waits for it, up to a bound, then removes the groups
+    stack = Stack(s)
+    svc, _ = _start_service_and_gateway(stack)
+    straggler = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.0)"], preexec_fn=lambda: (
+        groups.path("services") / "cgroup.procs").write_text(str(os.getpid())))
+    try:
+        assert straggler.pid in groups.members("services")
+        stack.stop_all()
+        assert straggler.poll() is not None and not groups.root.exists()
+    finally:
+        straggler.wait()
 
 
 @pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="SCHED_BATCH is Linux's")
