@@ -151,8 +151,9 @@ def plot_general(runs: list[dict[str, Any]], path: Path, steps: int, title: str 
         nudge = (i - (len(rewards) - 1) / 2) * 0.08  # markers of equal value side by side, not on top
         for phase, xpos, marker in (("before", 0, "s"), ("after", steps, "*")):
             values = [r[f"success_{phase}"] for r in mine]
-            mean = statistics.fmean(values)
-            ax.errorbar([xpos + nudge], [mean], yerr=[[mean - min(values)], [max(values) - mean]], fmt=marker,
+            mean = statistics.fmean(values)  # seeds that all scored x can average to x -/+ 1 ulp: clamp at 0
+            spread = [[max(0.0, mean - min(values))], [max(0.0, max(values) - mean)]]
+            ax.errorbar([xpos + nudge], [mean], yerr=spread, fmt=marker,
                         color=color, markersize=10, capsize=4, label=f"{reward}: eval {phase}")
     ax.set_xlabel("train step")
     ax.set_ylabel("success rate")

@@ -9,6 +9,7 @@ import os
 import shlex
 import socket
 import subprocess
+import statistics
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -158,6 +159,17 @@ def test_summary_and_plot_with_held_out_and_training_reward(tmp_path: Path):
     assert agg["outcome"]["alarms"] == [{"seed": 0, "step_from": 2, "step_to": 4}]
     assert agg["outcome+process"]["alarms"] == []
     assert [p["train_reward_mean"] for p in agg["outcome"]["curve"]] == [0.0, 0.1, 0.2, 0.3]
+    plot = plot_general(runs, tmp_path / "curve.png", steps=4)
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_of_seeds_that_scored_alike(tmp_path: Path):
+    """Three seeds at 0.74 average to 0.74 less one ulp, which once gave matplotlib a negative error bar, and the
+    experiment, done, died in its plot before printing its summary."""
+    from cli.experiments.general_results import plot_general
+
+    runs = [{**_run("outcome", s, 0.74, 0.74), "success_before": 0.7} for s in range(3)]
+    assert statistics.fmean(r["success_after"] for r in runs) < 0.74  # the case itself
     plot = plot_general(runs, tmp_path / "curve.png", steps=4)
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
