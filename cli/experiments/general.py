@@ -16,6 +16,9 @@ For each reward mode ("outcome": r_t = o; "outcome+process": r_t = o + mean(PRM 
    success fell (the reward-hacking alarm, ``general_results.divergence``), an ``events`` row says so;
 4. the same evaluation after.
 
+With ``steps`` 0 only step 2 runs, once per seed (the first reward mode alone: every mode would evaluate the same
+base), and its figure stands for "after" too: how good the base is, e.g. at several ``eval_temperature`` values.
+
 Step judges (outcome+process): ``step_judge`` names the workers' judge (``activities.judges.STEP_JUDGES``: the
 exit-status ``heuristic``, the tool-call env's ``content`` heuristic, or ``llm``: ``judge_url``, by default the policy
 engine itself, with the prompts/ template and ``votes`` calls). ``placebo`` replaces the training outcome with a fair
@@ -141,10 +144,10 @@ class GeneralConfig:
             raise ValueError(f"unknown reward mode(s) {bad}; choose from {', '.join(REWARDS)}")
         if self.policy not in POLICIES:
             raise ValueError(f"unknown policy {self.policy!r}; choose from {', '.join(POLICIES)}")
-        if min(self.steps, self.seeds, self.tasks_per_rollout, self.episodes_per_task, self.eval_episodes,
-               self.batch_size) < 1:
-            raise ValueError("steps, seeds, tasks_per_rollout, episodes_per_task, eval_episodes and batch_size "
-                             "must be >= 1")
+        if min(self.seeds, self.tasks_per_rollout, self.episodes_per_task, self.eval_episodes, self.batch_size) < 1:
+            raise ValueError("seeds, tasks_per_rollout, episodes_per_task, eval_episodes and batch_size must be >= 1")
+        if self.steps < 0:
+            raise ValueError("steps must be >= 0 (0: evaluate the base model only)")
         from envs.base import SPLITS
 
         if self.eval_split not in SPLITS:
@@ -184,6 +187,8 @@ class GeneralExperiment:
         from openclaw_rl.store import store_from_settings
 
         cfg.validate()
+        if not cfg.steps:  # evaluation only: every reward mode would evaluate the same base model
+            cfg.rewards = cfg.rewards[:1]
         self.cfg, self.s = cfg, settings or get_settings()
         self.store = store_from_settings(self.s)
         self.id = cfg.experiment_id or f"general-{cfg.env}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
@@ -273,6 +278,14 @@ class GeneralExperiment:
         held = [{"step": 0, "version": 0, "success": before["score"], "n": before["n_problems"],
                  "train_reward": None}]
         alarms: list[dict[str, Any]] = []
+        if not self.cfg.steps:  # evaluation only: after no train step the policy is the base, evaluated once
+            return {"success_before": before["score"], "success_after": before["score"],
+                    "mean_outcome_before": before["accuracy"], "mean_outcome_after": before["accuracy"],
+                    "invalid_action_rate_before": before["degenerate_rate"],
+                    "invalid_action_rate_after": before["degenerate_rate"], "eval_episodes": before["n_problems"],
+                    "train_steps": 0, "policy_version": 0, "policy_versions": 1, "samples_trained": 0,
+                    "excluded_stale": 0, "rollouts": 0, "stopped_early": "", "checkpoint": None, "curve": [],
+                    "held_out": held, "alarms": alarms}
 
         async def checkpoint(st: Any) -> None:  # the run is paused at st.policy_version
             row = await self._evaluate(client, run, seed, HELD_OUT, common, st.step, st.policy_version,
@@ -551,7 +564,8 @@ def general_command(
                                           "turn, then one table and plot")] = "toolcall",
     reward: Annotated[str, typer.Option(help="outcome or outcome+process; comma-separated for a comparison")]
     = ",".join(REWARDS),
-    steps: Annotated[int, typer.Option(help="train steps per run")] = 8,
+    steps: Annotated[int, typer.Option(help="train steps per run (0: evaluate the base model only, once: e.g. at "
+                                            "several --eval-temperature values)")] = 8,
     seeds: Annotated[int, typer.Option(help="runs per reward mode, each from a fresh copy of the base model")] = 1,
     first_seed: Annotated[int, typer.Option(help="the first seed (more seeds of an earlier experiment: the same "
                                                  "draws that seed gets in any run)")] = 0,

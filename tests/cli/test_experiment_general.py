@@ -22,7 +22,7 @@ from tests.model_factory import free_ports
 
 
 def test_config_rejects_unknown_env_reward_and_policy():
-    for bad in ({"env": "chess"}, {"rewards": ["process"]}, {"rewards": []}, {"policy": "oracle"}, {"steps": 0},
+    for bad in ({"env": "chess"}, {"rewards": ["process"]}, {"rewards": []}, {"policy": "oracle"}, {"steps": -1},
                 {"eval_split": "test"}):
         with pytest.raises(ValueError):
             GeneralConfig(**bad).validate()
@@ -231,6 +231,35 @@ def test_several_envs_end_to_end_give_one_table(tmp_path: Path):
 
     bad = subprocess.run([*argv[:5], "--env", "toolcall,chess"], env=env, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "unknown env 'chess'" in bad.stderr
+
+
+def test_zero_steps_evaluates_the_base_once(tmp_path: Path):
+    from cli.analytics import open_duckdb
+    from openclaw_rl.store import LocalStore
+
+    temporal, ui, engine = free_ports(3)
+    env = {**os.environ, "OPENCLAW_RUNTIME_DIR": str(tmp_path / "rt"), "OPENCLAW_TEMPORAL_ADDRESS":
+           f"127.0.0.1:{temporal}", "OPENCLAW_TEMPORAL_UI_PORT": str(ui), "OPENCLAW_ENGINE_PORT": str(engine),
+           "OPENCLAW_LOG_FORMAT": "json"}
+    argv = [sys.executable, "-m", "cli.main", "experiment", "general", "--env", "toolcall", "--steps", "0",
+            "--eval-tasks", "3", "--eval-episodes", "2", "--eval-temperature", "0.1", "--policy", "scripted",
+            "--scripted-error-rate", "0.5", "--preset", "test", "--no-progress", "--json", "--out",
+            str(tmp_path / "exp")]
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-4000:]
+    summary = json.loads(out.stdout)
+    assert list(summary["by_reward"]) == ["outcome"] and summary["eval_temperature"] == 0.1  # one mode: one base
+    (run,) = summary["per_seed"]
+    assert (run["train_steps"], run["samples_trained"], run["rollouts"], run["eval_episodes"]) == (0, 0, 0, 6)
+    assert run["success_after"] == run["success_before"] and run["curve"] == []
+    con = open_duckdb(LocalStore(tmp_path / "rt" / "store"))
+    try:  # evaluated once, and nothing trained
+        assert con.sql("SELECT phase, count(*) FROM experiments GROUP BY 1").fetchall() == [("before", 1)]
+        assert con.sql("SELECT count(*) FROM samples").fetchone() == (0,)
+    finally:
+        con.close()
+    bad = subprocess.run([*argv[:5], "--steps", "-1"], env=env, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "steps must be >= 0" in bad.stderr
 
 
 def test_results_keep_training_reward_and_held_out_rows(tmp_path: Path):
