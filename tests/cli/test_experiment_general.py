@@ -8,8 +8,8 @@ import json
 import os
 import shlex
 import socket
-import subprocess
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
