@@ -167,15 +167,23 @@ class SampleWriter:
     def write(self, sample: Sample) -> str:
         """One sample, one object; the key comes from the sample id, so a retry overwrites. Returns the key."""
         version = self._checked([sample])
-        key = f"{self.prefix(version)}sample-{_digest(sample.sample_id)}.parquet"
-        self.store.put_bytes(key, _parquet_bytes(to_table([sample])))
-        return key
+        return self._put(f"{self.prefix(version)}sample-{_digest(sample.sample_id)}.parquet", [sample])
 
     def write_shard(self, samples: Sequence[Sample]) -> str:
         """A batch of one policy version in one object, keyed by its sorted ids. Returns the key."""
         version = self._checked(samples)
         samples = _dedupe(samples)
         key = f"{self.prefix(version)}shard-{_digest(chr(10).join(sorted(s.sample_id for s in samples)))}.parquet"
+        return self._put(key, samples)
+
+    def _put(self, key: str, samples: Sequence[Sample]) -> str:
+        """Write the object, unless ``seal`` has already moved this very object to the archive: a retry of a write
+        that succeeded before its worker died would otherwise put the same samples back under the live prefix, and
+        they would be stored twice (the archived copy and the live one) until the next seal. Returns the key that
+        holds them."""
+        archived = "archive/" + key
+        if self.store.exists(archived):
+            return archived
         self.store.put_bytes(key, _parquet_bytes(to_table(samples)))
         return key
 

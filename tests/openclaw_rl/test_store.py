@@ -153,6 +153,20 @@ def test_samples_write_read_dedupe_and_seal(store: ObjectStore) -> None:
     assert reader.read(0) == [] and reader.count(0, archived=True) == 3
 
 
+def test_a_write_retried_after_its_seal_stores_nothing_twice(store: ObjectStore) -> None:
+    """A worker writes a sample and dies before its activity completes; the version is sealed; the retried activity
+    writes the same sample again. It must not come back under the live prefix beside its archived copy."""
+    writer, reader = SampleWriter(store, "r1"), SampleReader(store, "r1")
+    key = writer.write(make_sample("s", 1, version=2))
+    shard = writer.write_shard([make_sample("s", 2, version=2), make_sample("s", 3, version=2)])
+    assert writer.seal(2) == 2
+    assert writer.write(make_sample("s", 1, version=2)) == "archive/" + key  # the retry
+    assert writer.write_shard([make_sample("s", 3, version=2), make_sample("s", 2, version=2)]) == "archive/" + shard
+    assert reader.list_versions() == [] and reader.count(2, archived=True) == 3
+    late = writer.write(make_sample("s", 4, version=2))  # a sample of a sealed version never written before: live
+    assert late.startswith("samples/") and reader.count(2) == 1 and reader.count(2, archived=True) == 3
+
+
 def test_sample_validation(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="match"):
         Sample("x", "r", 0, [1], [2, 3], [-1.0])
