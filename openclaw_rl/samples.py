@@ -148,6 +148,9 @@ def _dedupe(samples: Iterable[Sample]) -> list[Sample]:
     return list(seen.values())
 
 
+ARCHIVE = "archive/"  # where ``seal`` moves a version: the same key under this prefix
+
+
 class SampleWriter:
     def __init__(self, store: ObjectStore, run: str) -> None:
         self.store = store
@@ -181,7 +184,7 @@ class SampleWriter:
         that succeeded before its worker died would otherwise put the same samples back under the live prefix, and
         they would be stored twice (the archived copy and the live one) until the next seal. Returns the key that
         holds them."""
-        archived = "archive/" + key
+        archived = ARCHIVE + key
         if self.store.exists(archived):
             return archived
         self.store.put_bytes(key, _parquet_bytes(to_table(samples)))
@@ -190,7 +193,7 @@ class SampleWriter:
     def seal(self, version: int) -> int:
         """Move version ``version`` to ``archive/``: still queryable, never trained on again. Returns objects moved."""
         src = self.prefix(version)
-        return self.store.move_prefix(src, "archive/" + src)
+        return self.store.move_prefix(src, ARCHIVE + src)
 
 
 class SampleReader:
@@ -199,7 +202,7 @@ class SampleReader:
         self.run = check_run(run)
 
     def _prefix(self, version: int | None, archived: bool) -> str:
-        base = f"{'archive/' if archived else ''}samples/run={self.run}/"
+        base = f"{ARCHIVE if archived else ''}samples/run={self.run}/"
         return base if version is None else f"{base}version={int(version)}/"
 
     def keys(self, version: int, archived: bool = False) -> list[str]:

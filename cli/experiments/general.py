@@ -279,13 +279,9 @@ class GeneralExperiment:
                  "train_reward": None}]
         alarms: list[dict[str, Any]] = []
         if not self.cfg.steps:  # evaluation only: after no train step the policy is the base, evaluated once
-            return {"success_before": before["score"], "success_after": before["score"],
-                    "mean_outcome_before": before["accuracy"], "mean_outcome_after": before["accuracy"],
-                    "invalid_action_rate_before": before["degenerate_rate"],
-                    "invalid_action_rate_after": before["degenerate_rate"], "eval_episodes": before["n_problems"],
-                    "train_steps": 0, "policy_version": 0, "policy_versions": 1, "samples_trained": 0,
-                    "excluded_stale": 0, "rollouts": 0, "stopped_early": "", "checkpoint": None, "curve": [],
-                    "held_out": held, "alarms": alarms}
+            return {**_phases(before, before), "train_steps": 0, "policy_version": 0, "policy_versions": 1,
+                    "samples_trained": 0, "excluded_stale": 0, "rollouts": 0, "stopped_early": "", "checkpoint": None,
+                    "curve": [], "held_out": held, "alarms": alarms}
 
         async def checkpoint(st: Any) -> None:  # the run is paused at st.policy_version
             row = await self._evaluate(client, run, seed, HELD_OUT, common, st.step, st.policy_version,
@@ -306,11 +302,7 @@ class GeneralExperiment:
                        "accuracy": p["mean_outcome"], "degenerate_rate": None, "n_problems": p["episodes"],
                        "policy_version": p["step"], "train_steps": p["step"], "train_reward": p["train_reward"],
                        "recorded_at": time.time()} for p in curve]
-        return {"success_before": before["score"], "success_after": after["score"],
-                "mean_outcome_before": before["accuracy"], "mean_outcome_after": after["accuracy"],
-                "invalid_action_rate_before": before["degenerate_rate"],
-                "invalid_action_rate_after": after["degenerate_rate"], "eval_episodes": after["n_problems"],
-                "train_steps": status.step, "policy_version": status.policy_version,
+        return {**_phases(before, after), "train_steps": status.step, "policy_version": status.policy_version,
                 "policy_versions": status.policy_version + 1, "samples_trained": status.samples_trained,
                 "excluded_stale": status.excluded_stale, "rollouts": len(rollouts), "stopped_early": early,
                 "checkpoint": status.live_checkpoint,
@@ -481,6 +473,14 @@ class GeneralExperiment:
         (self.dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
         self.store.put_bytes(f"experiments/{self.id}/summary.json", json.dumps(summary, default=str).encode())
         return summary
+
+
+def _phases(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """A run's figures from its before and after evaluations (their results rows)."""
+    return {"success_before": before["score"], "success_after": after["score"],
+            "mean_outcome_before": before["accuracy"], "mean_outcome_after": after["accuracy"],
+            "invalid_action_rate_before": before["degenerate_rate"],
+            "invalid_action_rate_after": after["degenerate_rate"], "eval_episodes": after["n_problems"]}
 
 
 TRAINER_ONLY_FILES = ("optimizer.pt", "trainer_state.json")  # in a checkpoint, not a model
